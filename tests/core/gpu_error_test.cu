@@ -1,0 +1,114 @@
+// Deliberately failing calls on a real GPU throw resident::Error naming the call, the
+// error and the file:line of the check.
+#include <gtest/gtest.h>
+
+#include <cupti.h>
+
+#include <string>
+
+#include "lib/core/driver_api.h"
+#include "lib/core/error.h"
+#include "lib/core/library_checks.h"
+#include "tests/support/gpu.h"
+
+namespace {
+
+using resident::Error;
+
+void expect_names(const Error& e, const std::string& call, const std::string& error, int line) {
+  const std::string what = e.what();
+  EXPECT_NE(what.find(call), std::string::npos) << what;
+  EXPECT_NE(what.find(error), std::string::npos) << what;
+  EXPECT_NE(what.find("tests/core/gpu_error_test.cu:" + std::to_string(line)), std::string::npos)
+      << what;
+}
+
+TEST(GpuError, FailingRuntimeCallThrows) {
+  RESIDENT_REQUIRE_GPU();
+  int line = 0;
+  try {
+    line = __LINE__; RESIDENT_CUDA_CHECK(cudaSetDevice(1 << 20));
+    FAIL() << "cudaSetDevice on a device that does not exist succeeded";
+  } catch (const Error& e) {
+    expect_names(e, "cudaSetDevice(1 << 20)", "cudaErrorInvalidDevice", line);
+  }
+}
+
+TEST(GpuError, FailingAllocationNamesTheBytes) {
+  RESIDENT_REQUIRE_GPU();
+  void* ptr = nullptr;
+  const std::size_t too_much = std::size_t{1} << 50;  // 1 PiB
+  int line = 0;
+  try {
+    line = __LINE__; RESIDENT_CUDA_CHECK(cudaMalloc(&ptr, too_much));
+    FAIL() << "a 1 PiB cudaMalloc succeeded";
+  } catch (const Error& e) {
+    expect_names(e, "cudaMalloc(&ptr, too_much)", "cudaErrorMemoryAllocation", line);
+  }
+  (void)cudaGetLastError();
+}
+
+TEST(GpuError, FailingDriverCallThrows) {
+  RESIDENT_REQUIRE_GPU();
+  auto* init = resident::driver_function<CUresult(unsigned)>("cuInit");
+  auto* device_get = resident::driver_function<CUresult(CUdevice*, int)>("cuDeviceGet");
+  ASSERT_NE(init, nullptr);
+  ASSERT_NE(device_get, nullptr);
+  RESIDENT_CU_CHECK(init(0));
+  CUdevice device = 0;
+  int line = 0;
+  try {
+    line = __LINE__; RESIDENT_CU_CHECK(device_get(&device, 1 << 20));
+    FAIL() << "cuDeviceGet on a device that does not exist succeeded";
+  } catch (const Error& e) {
+    expect_names(e, "device_get(&device, 1 << 20)", "CUDA_ERROR_INVALID_DEVICE", line);
+  }
+}
+
+TEST(GpuError, FailingCublasCallThrows) {
+  RESIDENT_REQUIRE_GPU();
+  cublasHandle_t handle = nullptr;
+  RESIDENT_CUBLAS_CHECK(cublasCreate(&handle));
+  int line = 0;
+  try {
+    // A negative vector length is rejected before any device work.
+    line = __LINE__; RESIDENT_CUBLAS_CHECK(cublasSetVector(-1, 4, nullptr, 1, nullptr, 1));
+    FAIL() << "cublasSetVector(-1, ...) succeeded";
+  } catch (const Error& e) {
+    expect_names(e, "cublasSetVector(-1, 4, nullptr, 1, nullptr, 1)", "CUBLAS_STATUS_INVALID_VALUE",
+                 line);
+  }
+  RESIDENT_CUBLAS_CHECK(cublasDestroy(handle));
+}
+
+TEST(GpuError, FailingCurandCallThrows) {
+  RESIDENT_REQUIRE_GPU();
+  curandGenerator_t generator = nullptr;
+  RESIDENT_CURAND_CHECK(curandCreateGenerator(&generator, CURAND_RNG_PSEUDO_PHILOX4_32_10));
+  float* out = nullptr;
+  RESIDENT_CUDA_CHECK(cudaMalloc(&out, 3 * sizeof(float)));
+  int line = 0;
+  try {
+    // Normal generation needs an even count.
+    line = __LINE__; RESIDENT_CURAND_CHECK(curandGenerateNormal(generator, out, 3, 0.0f, 1.0f));
+    FAIL() << "curandGenerateNormal with an odd count succeeded";
+  } catch (const Error& e) {
+    expect_names(e, "curandGenerateNormal(generator, out, 3, 0.0f, 1.0f)",
+                 "CURAND_STATUS_LENGTH_NOT_MULTIPLE", line);
+  }
+  RESIDENT_CUDA_CHECK(cudaFree(out));
+  RESIDENT_CURAND_CHECK(curandDestroyGenerator(generator));
+}
+
+TEST(GpuError, FailingCuptiCallThrows) {
+  RESIDENT_REQUIRE_GPU();
+  int line = 0;
+  try {
+    line = __LINE__; RESIDENT_CUPTI_CHECK(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_INVALID));
+    FAIL() << "enabling the invalid activity kind succeeded";
+  } catch (const Error& e) {
+    expect_names(e, "cuptiActivityEnable(CUPTI_ACTIVITY_KIND_INVALID)", "CUPTI_ERROR", line);
+  }
+}
+
+}  // namespace
