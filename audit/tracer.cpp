@@ -6,6 +6,7 @@
 #include <nvtx3/nvToolsExt.h>
 
 #include <algorithm>
+#include <cctype>
 #include <array>
 #include <cstdlib>
 #include <cstring>
@@ -41,8 +42,19 @@ enum class ApiKind : std::uint8_t {
 struct ApiInfo {
   ApiKind kind = ApiKind::kUntraced;
   bool blocking = false;  // a copy API that returns only once the copy is done
-  const char* name = "";
+  std::string name;       // as users write it: "cudaMemcpy", not "cudaMemcpy_v3020"
 };
+
+// "cudaMemcpyAsync_ptsz_v7000" -> "cudaMemcpyAsync"; "cuMemcpyDtoH_v2" -> "cuMemcpyDtoH".
+std::string display_name(const char* cupti_name) {
+  std::string name = cupti_name;
+  for (const char* suffix : {"_ptds", "_ptsz"})
+    if (const std::size_t at = name.find(suffix); at != std::string::npos) name.erase(at, 5);
+  if (const std::size_t at = name.rfind("_v"); at != std::string::npos && at + 2 < name.size() &&
+                                               std::isdigit(static_cast<unsigned char>(name[at + 2])))
+    name.erase(at);
+  return name;
+}
 
 bool starts_with(const char* s, const char* prefix) {
   return std::strncmp(s, prefix, std::strlen(prefix)) == 0;
@@ -52,7 +64,7 @@ bool starts_with(const char* s, const char* prefix) {
 // covered without listing them.
 ApiInfo classify_runtime(const char* name) {
   ApiInfo info;
-  info.name = name;
+  info.name = display_name(name);
   if (starts_with(name, "cudaMemcpy")) {
     info.kind = ApiKind::kCopy;
     info.blocking = std::strstr(name, "Async") == nullptr;
@@ -80,7 +92,7 @@ ApiInfo classify_runtime(const char* name) {
 
 ApiInfo classify_driver(const char* name) {
   ApiInfo info;
-  info.name = name;
+  info.name = display_name(name);
   if (starts_with(name, "cuMemcpy")) {
     info.kind = ApiKind::kCopy;
     info.blocking = std::strstr(name, "Async") == nullptr;
@@ -357,7 +369,7 @@ void on_api(State& s, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
       } else {
         ctx = std::make_shared<CallContext>();
         ctx->phase = current_phase_id();
-        ctx->api = api.name;
+        ctx->api = api.name.c_str();
         ctx->blocking = api.blocking;
         ctx->internal = t_internal;
         if (s.options.capture_d2h_stacks && api.kind != ApiKind::kMemset && !t_internal)
@@ -387,7 +399,7 @@ void on_api(State& s, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
         what = "event sync";
       }
       if (s.options.capture_sync_stacks)
-        s.add_site(acc.sync_sites, acc.sync_sites_dropped, api.name, what, stack);
+        s.add_site(acc.sync_sites, acc.sync_sites_dropped, api.name.c_str(), what, stack);
       break;
     }
     default: break;

@@ -1,0 +1,63 @@
+// The audit's own overhead: a launch-heavy epoch (many tiny kernels and one sanctioned scalar
+// readback) timed with the tracer detached and attached, side by side in one run.
+// Rows: audit_overhead/untraced, audit_overhead/traced.
+#include <benchmark/benchmark.h>
+
+#include "bench/harness.h"
+#include "lib/core/device_buffer.h"
+#include "lib/core/scalar_readback.h"
+#include "lib/core/stream.h"
+
+namespace {
+
+constexpr int kLaunchesPerEpoch = 2000;
+constexpr int kElements = 4096;
+
+__global__ void axpy_step(float* x, int n, float a) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] = a * x[i] + 1.0f;
+}
+
+void BM_launch_heavy_epoch(benchmark::State& state, bool traced) {
+  if (traced)
+    resident::audit::Tracer::instance().start();
+  else
+    resident::audit::Tracer::instance().stop();
+  resident::Stream stream;
+  resident::DeviceBuffer<float> x(kElements);
+  resident::bench::check_cuda(cudaMemsetAsync(x.data(), 0, x.bytes(), stream.get()), "cudaMemsetAsync");
+  resident::ScalarReadback<float> readback;
+  const auto epoch = [&] {
+    for (int k = 0; k < kLaunchesPerEpoch; ++k)
+      axpy_step<<<kElements / 256, 256, 0, stream.get()>>>(x.data(), kElements, 0.5f);
+    readback.enqueue(x.data(), stream.get());
+    benchmark::DoNotOptimize(readback.wait());
+  };
+  resident::audit::TransferContract contract;
+  contract.max_d2h_scalar = 1;
+  contract.max_d2h_bulk = 0;
+  contract.max_h2d = 0;
+  contract.max_syncs = 1;
+  resident::bench::TimedPhase timed(state, "audit_overhead/epoch", contract, stream.get());
+  timed.warm_up(epoch);
+  for (auto _ : state) timed.iteration(epoch);
+  timed.finish();
+  state.counters["launches_per_s"] = benchmark::Counter(
+      static_cast<double>(kLaunchesPerEpoch) * static_cast<double>(state.iterations()),
+      benchmark::Counter::kIsRate);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 2;
+  resident::bench::add_context();
+  resident::bench::configure(benchmark::RegisterBenchmark("audit_overhead/untraced",
+                                                          BM_launch_heavy_epoch, false));
+  resident::bench::configure(benchmark::RegisterBenchmark("audit_overhead/traced",
+                                                          BM_launch_heavy_epoch, true));
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -1,0 +1,77 @@
+// The shared benchmark harness on Google Benchmark. Each timed region runs inside an audit
+// phase and is timed with CUDA events (manual time); warm-up is excluded; repetitions report
+// median/min/max; each row carries the audit's counters (per iteration) and its contract.
+//
+//   void BM_x(benchmark::State& state) {
+//     resident::bench::TimedPhase timed(state, "x/epoch", contract, stream);
+//     timed.warm_up([&] { step(); });
+//     for (auto _ : state) timed.iteration([&] { step(); });
+//     timed.finish();  // counters: audit.*, contract.*
+//   }
+//   resident::bench::configure(benchmark::RegisterBenchmark("x/resident", BM_x));
+#pragma once
+
+#include <benchmark/benchmark.h>
+#include <cuda_runtime_api.h>
+
+#include <string>
+
+#include "audit/contract.h"
+#include "audit/tracer.h"
+
+namespace resident::bench {
+
+// Manual time, repetitions (default 5) with median/min/max, microseconds.
+benchmark::internal::Benchmark* configure(benchmark::internal::Benchmark* b, int repetitions = 5);
+
+// Adds the GPU, driver, CUDA runtime, SM clock, git commit and build type to the JSON context.
+void add_context();
+
+class TimedPhase {
+ public:
+  // `phase` is the audit phase of one iteration; `contract` its transfer contract (its phase
+  // field is ignored); `stream` the stream the timed work runs on.
+  TimedPhase(benchmark::State& state, std::string phase, audit::TransferContract contract,
+             cudaStream_t stream);
+  ~TimedPhase();
+  TimedPhase(const TimedPhase&) = delete;
+  TimedPhase& operator=(const TimedPhase&) = delete;
+
+  template <class Body>
+  void warm_up(Body&& body, int iterations = 3) {
+    for (int i = 0; i < iterations; ++i) body();
+    wait();
+    if (audit::Tracer::instance().running()) audit::Tracer::instance().reset();
+  }
+
+  // One timed iteration: events around `body` inside the audit phase, then a wait outside it.
+  template <class Body>
+  void iteration(Body&& body) {
+    record_start();
+    {
+      const audit::Phase phase(phase_);
+      body();
+    }
+    record_stop_and_set_time();
+  }
+
+  // Attaches the audit counters (per iteration) and the contract to the row.
+  void finish();
+
+ private:
+  void record_start();
+  void record_stop_and_set_time();
+  void wait();
+
+  benchmark::State& state_;
+  std::string phase_;
+  audit::TransferContract contract_;
+  cudaStream_t stream_;
+  cudaEvent_t start_ = nullptr;
+  cudaEvent_t stop_ = nullptr;
+};
+
+// Aborts the benchmark run with a message (CUDA failure in a bench is not a result).
+void check_cuda(cudaError_t status, const char* call);
+
+}  // namespace resident::bench

@@ -1,0 +1,400 @@
+// The in-process tracer on a GPU: transfers of every flavor planted in their own phase, each
+// counted exactly (count, bytes, host memory kind, implicit syncs) in that phase and nowhere
+// else; a pure device workload counts zero host transfers; attribution follows the issuing
+// thread's phase; a contract violation names the function that issued the copy.
+#include <cublas_v2.h>
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+#include <thrust/copy.h>
+#include <thrust/device_vector.h>
+
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "audit/contract.h"
+#include "audit/testing.h"
+#include "audit/tracer.h"
+#include "tests/support/gpu.h"
+
+namespace {
+
+using namespace resident::audit;
+
+#define CUDA_OK(call) ASSERT_EQ((call), cudaSuccess) << #call
+
+__device__ float g_symbol_floats[3];
+__device__ int g_symbol_int;
+
+__global__ void fill(float* x, int n, float value) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] = value + static_cast<float>(i);
+}
+
+class TracerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    RESIDENT_REQUIRE_GPU();
+    Tracer::instance().start();
+    Tracer::instance().reset();
+    CUDA_OK(cudaMalloc(&device_, kBytes));
+    CUDA_OK(cudaMemset(device_, 0, kBytes));
+    CUDA_OK(cudaMallocHost(&pinned_, kBytes));
+    CUDA_OK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    CUDA_OK(cudaDeviceSynchronize());
+    Tracer::instance().reset();  // the fixture's own setup is not under test
+  }
+  void TearDown() override {
+    if (stream_ != nullptr) cudaStreamDestroy(stream_);
+    if (pinned_ != nullptr) cudaFreeHost(pinned_);
+    if (device_ != nullptr) cudaFree(device_);
+  }
+
+  // The single phase `name` of a fresh snapshot; fails if other phases saw anything.
+  PhaseCounters only_phase(const std::string& name) {
+    const AuditReport report = Tracer::instance().snapshot();
+    const PhaseReport* phase = report.find(name);
+    EXPECT_NE(phase, nullptr) << format_table(report);
+    for (const PhaseReport& p : report.phases)
+      if (p.phase != name) EXPECT_EQ(p.counters, PhaseCounters{}) << "phase " << p.phase << "\n" << format_table(report);
+    std::printf("%s", format_table(report).c_str());
+    return phase ? phase->counters : PhaseCounters{};
+  }
+
+  static constexpr std::size_t kBytes = 1 << 20;
+  char* device_ = nullptr;
+  char* pinned_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+};
+
+TEST_F(TracerTest, BlockingMemcpyToPageable) {
+  std::vector<char> host(4096);
+  {
+    Phase phase("memcpy_pageable");
+    CUDA_OK(cudaMemcpy(host.data(), device_, 4096, cudaMemcpyDeviceToHost));
+  }
+  const PhaseCounters c = only_phase("memcpy_pageable");
+  EXPECT_EQ(c.d2h_bulk, 1u);
+  EXPECT_EQ(c.d2h_bulk_bytes, 4096u);
+  EXPECT_EQ(c.d2h_scalar, 0u);
+  EXPECT_EQ(c.host_pageable, 1u);
+  EXPECT_EQ(c.sync_implicit, 1u);
+  EXPECT_EQ(c.syncs(), 1u);
+}
+
+TEST_F(TracerTest, AsyncScalarToPinnedWithStreamSync) {
+  {
+    Phase phase("scalar_pinned");
+    CUDA_OK(cudaMemcpyAsync(pinned_, device_, 4, cudaMemcpyDeviceToHost, stream_));
+    CUDA_OK(cudaStreamSynchronize(stream_));
+  }
+  const PhaseCounters c = only_phase("scalar_pinned");
+  EXPECT_EQ(c.d2h_scalar, 1u);
+  EXPECT_EQ(c.d2h_scalar_bytes, 4u);
+  EXPECT_EQ(c.d2h_bulk, 0u);
+  EXPECT_EQ(c.host_pinned, 1u);
+  EXPECT_EQ(c.sync_stream, 1u);
+  EXPECT_EQ(c.sync_implicit, 0u);
+}
+
+TEST_F(TracerTest, AsyncBulkToPageableIsAnImplicitSync) {
+  std::vector<char> host(8192);
+  {
+    Phase phase("async_pageable");
+    CUDA_OK(cudaMemcpyAsync(host.data(), device_, 8192, cudaMemcpyDeviceToHost, stream_));
+  }
+  const PhaseCounters c = only_phase("async_pageable");
+  EXPECT_EQ(c.d2h_bulk, 1u);
+  EXPECT_EQ(c.d2h_bulk_bytes, 8192u);
+  EXPECT_EQ(c.host_pageable, 1u);
+  EXPECT_EQ(c.sync_implicit, 1u);
+}
+
+TEST_F(TracerTest, Memcpy2D) {
+  std::vector<char> host(16 * 64);
+  {
+    Phase phase("memcpy2d");
+    CUDA_OK(cudaMemcpy2D(host.data(), 64, device_, 256, 64, 16, cudaMemcpyDeviceToHost));
+  }
+  const PhaseCounters c = only_phase("memcpy2d");
+  EXPECT_EQ(c.d2h_bulk, 1u);
+  EXPECT_EQ(c.d2h_bulk_bytes, 16u * 64u);
+}
+
+TEST_F(TracerTest, MemcpyFromSymbolScalarAndBulk) {
+  float floats[3];
+  int value = 0;
+  {
+    Phase phase("from_symbol");
+    CUDA_OK(cudaMemcpyFromSymbol(floats, g_symbol_floats, sizeof floats));
+    CUDA_OK(cudaMemcpyFromSymbol(&value, g_symbol_int, sizeof value));
+  }
+  const PhaseCounters c = only_phase("from_symbol");
+  EXPECT_EQ(c.d2h_bulk, 1u);
+  EXPECT_EQ(c.d2h_bulk_bytes, 12u);
+  EXPECT_EQ(c.d2h_scalar, 1u);
+  EXPECT_EQ(c.d2h_scalar_bytes, 4u);
+}
+
+TEST_F(TracerTest, DriverMemcpyDtoH) {
+  using MemcpyDtoH = CUresult(void*, CUdeviceptr, size_t);
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult found{};
+  CUDA_OK(cudaGetDriverEntryPointByVersion("cuMemcpyDtoH", &fn, 12000, cudaEnableDefault, &found));
+  ASSERT_EQ(found, cudaDriverEntryPointSuccess);
+  std::vector<char> host(256);
+  {
+    Phase phase("driver");
+    ASSERT_EQ(reinterpret_cast<MemcpyDtoH*>(fn)(host.data(), reinterpret_cast<CUdeviceptr>(device_), 256),
+              CUDA_SUCCESS);
+  }
+  const PhaseCounters c = only_phase("driver");
+  EXPECT_EQ(c.d2h_bulk, 1u);
+  EXPECT_EQ(c.d2h_bulk_bytes, 256u);
+  EXPECT_EQ(c.sync_implicit, 1u);
+}
+
+TEST_F(TracerTest, CublasGetVector) {
+  cublasHandle_t handle = nullptr;
+  ASSERT_EQ(cublasCreate(&handle), CUBLAS_STATUS_SUCCESS);
+  CUDA_OK(cudaDeviceSynchronize());
+  Tracer::instance().reset();
+  std::vector<float> host(100);
+  {
+    Phase phase("cublas_get");
+    ASSERT_EQ(cublasGetVector(100, sizeof(float), device_, 1, host.data(), 1), CUBLAS_STATUS_SUCCESS);
+  }
+  const PhaseCounters c = only_phase("cublas_get");
+  EXPECT_EQ(c.d2h(), 1u);
+  EXPECT_EQ(c.d2h_bulk_bytes, 400u);
+  cublasDestroy(handle);
+}
+
+TEST_F(TracerTest, ThrustCopyToHost) {
+  thrust::device_vector<int> dv(1000, 7);
+  CUDA_OK(cudaDeviceSynchronize());
+  Tracer::instance().reset();
+  std::vector<int> host(1000);
+  {
+    Phase phase("thrust_copy");
+    thrust::copy(dv.begin(), dv.end(), host.begin());
+  }
+  const PhaseCounters c = only_phase("thrust_copy");
+  EXPECT_EQ(c.d2h_bulk, 1u);
+  EXPECT_EQ(c.d2h_bulk_bytes, 4000u);
+  EXPECT_EQ(c.h2d, 0u);
+  EXPECT_EQ(host[999], 7);
+}
+
+TEST_F(TracerTest, HostToDevice) {
+  std::vector<char> host(kBytes, 1);
+  {
+    Phase phase("upload");
+    CUDA_OK(cudaMemcpy(device_, host.data(), kBytes, cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemcpyAsync(device_, pinned_, 100, cudaMemcpyHostToDevice, stream_));
+    CUDA_OK(cudaStreamSynchronize(stream_));
+  }
+  const PhaseCounters c = only_phase("upload");
+  EXPECT_EQ(c.h2d, 2u);
+  EXPECT_EQ(c.h2d_bytes, kBytes + 100);
+  EXPECT_EQ(c.host_pageable, 1u);
+  EXPECT_EQ(c.host_pinned, 1u);
+  EXPECT_EQ(c.d2h(), 0u);
+  EXPECT_EQ(c.sync_implicit, 1u);  // the blocking cudaMemcpy
+  EXPECT_EQ(c.sync_stream, 1u);
+}
+
+TEST_F(TracerTest, HostReadOfManagedMemoryIsUnifiedMemoryD2H) {
+  const int n = 1 << 16;  // 256 KiB
+  float* managed = nullptr;
+  {
+    Phase phase("managed_alloc");
+    CUDA_OK(cudaMallocManaged(&managed, n * sizeof(float)));
+  }
+  fill<<<n / 256, 256>>>(managed, n, 1.0f);
+  CUDA_OK(cudaDeviceSynchronize());
+  double sum = 0;
+  {
+    Phase phase("um_read");
+    for (int i = 0; i < n; ++i) sum += managed[i];
+  }
+  const AuditReport report = Tracer::instance().snapshot();
+  std::printf("%s", format_table(report).c_str());
+  for (const std::string& note : report.notes) ADD_FAILURE() << "note: " << note;
+  ASSERT_NE(report.find("um_read"), nullptr);
+  ASSERT_NE(report.find("managed_alloc"), nullptr);
+  EXPECT_EQ(report.find("managed_alloc")->counters.managed_allocs, 1u);
+  const PhaseCounters& c = report.find("um_read")->counters;
+  EXPECT_GE(c.um_d2h_bytes, n * sizeof(float));
+  EXPECT_EQ(c.d2h(), 0u);  // no memcpy: the traffic is migration
+  EXPECT_EQ(report.find("managed_alloc")->counters.um_d2h_bytes, 0u);
+  EXPECT_GT(sum, 0.0);
+  CUDA_OK(cudaFree(managed));
+}
+
+TEST_F(TracerTest, MappedAllocationIsReportedAndBreaksAContract) {
+  void* mapped = nullptr;
+  void* plain_pinned = nullptr;
+  {
+    Phase phase("mapped");
+    CUDA_OK(cudaHostAlloc(&mapped, 4096, cudaHostAllocMapped));
+    CUDA_OK(cudaHostAlloc(&plain_pinned, 4096, cudaHostAllocDefault));  // not zero-copy
+  }
+  const AuditReport report = Tracer::instance().snapshot();
+  ASSERT_NE(report.find("mapped"), nullptr);
+  EXPECT_EQ(report.find("mapped")->counters.mapped_allocs, 1u);
+  const auto violations = check_contracts(report, {{.phase = "mapped"}});
+  ASSERT_EQ(violations.size(), 1u);
+  EXPECT_EQ(violations[0].limit, "allow_mapped");
+  EXPECT_TRUE(check_contracts(report, {{.phase = "mapped", .allow_mapped = true}}).empty());
+  CUDA_OK(cudaFreeHost(mapped));
+  CUDA_OK(cudaFreeHost(plain_pinned));
+}
+
+TEST_F(TracerTest, PureDeviceWorkloadHasNoHostTransfers) {
+  cublasHandle_t handle = nullptr;
+  ASSERT_EQ(cublasCreate(&handle), CUBLAS_STATUS_SUCCESS);
+  ASSERT_EQ(cublasSetStream(handle, stream_), CUBLAS_STATUS_SUCCESS);
+  const int m = 256;
+  float *a = nullptr, *b = nullptr, *c = nullptr;
+  CUDA_OK(cudaMalloc(&a, m * m * sizeof(float)));
+  CUDA_OK(cudaMalloc(&b, m * m * sizeof(float)));
+  CUDA_OK(cudaMalloc(&c, m * m * sizeof(float)));
+  fill<<<m * m / 256, 256, 0, stream_>>>(a, m * m, 0.5f);  // warm-up launch and cuBLAS init
+  const float one = 1.0f, zero = 0.0f;
+  ASSERT_EQ(cublasSgemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, m, m, m, &one, a, m, a, m, &zero, c, m),
+            CUBLAS_STATUS_SUCCESS);
+  CUDA_OK(cudaDeviceSynchronize());
+  Tracer::instance().reset();
+  {
+    Phase phase("device_only");
+    for (int step = 0; step < 10; ++step) {
+      fill<<<m * m / 256, 256, 0, stream_>>>(a, m * m, static_cast<float>(step));
+      CUDA_OK(cudaMemcpyAsync(b, a, m * m * sizeof(float), cudaMemcpyDeviceToDevice, stream_));
+      ASSERT_EQ(cublasSgemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, m, m, m, &one, a, m, b, m, &zero, c, m),
+                CUBLAS_STATUS_SUCCESS);
+    }
+  }
+  const PhaseCounters counters = only_phase("device_only");
+  EXPECT_EQ(counters.d2h(), 0u);
+  EXPECT_EQ(counters.h2d, 0u);
+  EXPECT_EQ(counters.syncs(), 0u);
+  EXPECT_EQ(counters.d2d, 10u);
+  EXPECT_EQ(counters.d2d_bytes, 10u * m * m * sizeof(float));
+  RESIDENT_EXPECT_WITHIN_CONTRACT(
+      Tracer::instance().snapshot(),
+      (std::vector<TransferContract>{{.phase = "device_only", .max_d2h_scalar = 0, .max_d2h_bulk = 0,
+                                      .max_h2d = 0, .max_syncs = 0}}));
+  cudaFree(a);
+  cudaFree(b);
+  cudaFree(c);
+  cublasDestroy(handle);
+}
+
+TEST_F(TracerTest, SyncKindsAndMemsets) {
+  cudaEvent_t event;
+  CUDA_OK(cudaEventCreate(&event));
+  {
+    Phase phase("syncs");
+    CUDA_OK(cudaMemsetAsync(device_, 1, 1024, stream_));
+    CUDA_OK(cudaEventRecord(event, stream_));
+    CUDA_OK(cudaEventSynchronize(event));
+    CUDA_OK(cudaDeviceSynchronize());
+    CUDA_OK(cudaStreamSynchronize(stream_));
+  }
+  const PhaseCounters c = only_phase("syncs");
+  EXPECT_EQ(c.memsets, 1u);
+  EXPECT_EQ(c.sync_event, 1u);
+  EXPECT_EQ(c.sync_device, 1u);
+  EXPECT_EQ(c.sync_stream, 1u);
+  EXPECT_EQ(c.sync_implicit, 0u);
+  cudaEventDestroy(event);
+}
+
+TEST_F(TracerTest, NestedPhasesAndLateRecordsKeepTheirPhase) {
+  {
+    Phase outer("outer");
+    {
+      Phase inner("inner");
+      // Queued behind a long kernel: the record completes after both phases end.
+      fill<<<4096, 256, 0, stream_>>>(reinterpret_cast<float*>(device_), 4096 * 256 / 4, 1.0f);
+      CUDA_OK(cudaMemcpyAsync(pinned_, device_, 64, cudaMemcpyDeviceToHost, stream_));
+    }
+    EXPECT_EQ(current_phase(), "outer");
+  }
+  EXPECT_EQ(current_phase(), kUnscopedPhase);
+  const PhaseCounters c = only_phase("outer/inner");
+  EXPECT_EQ(c.d2h_bulk, 1u);
+  EXPECT_EQ(c.d2h_bulk_bytes, 64u);
+}
+
+TEST_F(TracerTest, EachThreadAttributesToItsOwnPhase) {
+  std::vector<char> host_a(128), host_b(256);
+  {
+    Phase main_phase("main_thread");
+    std::thread worker([&] {
+      Phase worker_phase("worker_thread");
+      EXPECT_EQ(cudaMemcpy(host_b.data(), device_, 256, cudaMemcpyDeviceToHost), cudaSuccess);
+    });
+    worker.join();
+    CUDA_OK(cudaMemcpy(host_a.data(), device_, 128, cudaMemcpyDeviceToHost));
+  }
+  const AuditReport report = Tracer::instance().snapshot();
+  ASSERT_TRUE(report.find("main_thread") && report.find("worker_thread")) << format_table(report);
+  EXPECT_EQ(report.find("main_thread")->counters.d2h_bulk_bytes, 128u);
+  EXPECT_EQ(report.find("worker_thread")->counters.d2h_bulk_bytes, 256u);
+}
+
+TEST_F(TracerTest, CopyInsideAGraphIsAttributedToTheLaunch) {
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  CUDA_OK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+  fill<<<1, 256, 0, stream_>>>(reinterpret_cast<float*>(device_), 256, 3.0f);
+  CUDA_OK(cudaMemcpyAsync(pinned_, device_, 8, cudaMemcpyDeviceToHost, stream_));
+  CUDA_OK(cudaStreamEndCapture(stream_, &graph));
+  CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+  CUDA_OK(cudaDeviceSynchronize());
+  Tracer::instance().reset();
+  {
+    Phase phase("graph");
+    for (int i = 0; i < 3; ++i) CUDA_OK(cudaGraphLaunch(exec, stream_));
+  }
+  const AuditReport report = Tracer::instance().snapshot();
+  ASSERT_NE(report.find("graph"), nullptr) << format_table(report);
+  const PhaseReport& p = *report.find("graph");
+  EXPECT_EQ(p.counters.d2h_scalar, 3u) << format_table(report);
+  ASSERT_FALSE(p.d2h_sites.empty());
+  EXPECT_EQ(p.d2h_sites[0].api, "cudaGraphLaunch");
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+}
+
+// Not inlined, with external linkage: the violation must name it.
+__attribute__((noinline)) void leaky_train_step(std::vector<float>& host, const void* device) {
+  ASSERT_EQ(cudaMemcpy(host.data(), device, host.size() * sizeof(float), cudaMemcpyDeviceToHost),
+            cudaSuccess);
+}
+
+TEST_F(TracerTest, ViolationNamesTheCallSite) {
+  std::vector<float> host(3 << 18);  // 3 MiB
+  {
+    Phase model("dqn");
+    Phase epoch("epoch");
+    leaky_train_step(host, device_);
+  }
+  const AuditReport report = Tracer::instance().snapshot();
+  const auto violations =
+      check_contracts(report, {{.phase = "dqn/epoch", .max_d2h_scalar = 2, .max_d2h_bulk = 0}});
+  ASSERT_EQ(violations.size(), 1u) << format_table(report);
+  std::printf("%s\n", violations[0].message.c_str());
+  EXPECT_NE(violations[0].message.find(
+                "dqn/epoch: 1 bulk D2H (3.0 MiB), contract 0; first: cudaMemcpy from "
+                "(anonymous namespace)::leaky_train_step"),
+            std::string::npos)
+      << violations[0].message;
+  EXPECT_NE(violations[0].message.find("tests/audit/tracer_test.cu:"), std::string::npos)
+      << violations[0].message;
+}
+
+}  // namespace
