@@ -8,8 +8,12 @@ namespace resident::audit {
 
 namespace {
 
-std::string first_site(const std::vector<CallSite>& sites) {
-  return sites.empty() ? std::string() : "; first: " + sites.front().describe();
+// "; first: <site>" for the first site whose description starts with `kind` ("scalar d2h",
+// "bulk d2h", "" for any), or nothing when no site was recorded.
+std::string first_site(const std::vector<CallSite>& sites, const std::string& kind = "") {
+  for (const CallSite& site : sites)
+    if (site.what.rfind(kind, 0) == 0) return "; first: " + site.describe();
+  return "";
 }
 
 std::string count_noun(std::uint64_t n, const char* singular, const char* plural) {
@@ -95,15 +99,14 @@ std::vector<Violation> check_contracts(const AuditReport& report,
     const TransferContract* c = contract_for(contracts, p.phase);
     if (c == nullptr) continue;
     const PhaseCounters& n = p.counters;
-    const std::string d2h_site = first_site(p.d2h_sites);
     check_limit(out, p, "max_d2h_scalar", c->max_d2h_scalar, n.d2h_scalar,
                 count_noun(n.d2h_scalar, "scalar D2H", "scalar D2H") + " (" +
                     format_bytes(n.d2h_scalar_bytes) + ")",
-                d2h_site);
+                first_site(p.d2h_sites, "scalar d2h"));
     check_limit(out, p, "max_d2h_bulk", c->max_d2h_bulk, n.d2h_bulk,
                 count_noun(n.d2h_bulk, "bulk D2H", "bulk D2H") + " (" +
                     format_bytes(n.d2h_bulk_bytes) + ")",
-                d2h_site);
+                first_site(p.d2h_sites, "bulk d2h"));
     check_limit(out, p, "max_h2d", c->max_h2d, n.h2d,
                 count_noun(n.h2d, "H2D", "H2D") + " (" + format_bytes(n.h2d_bytes) + ")", "");
     check_limit(out, p, "max_syncs", c->max_syncs, n.syncs(),

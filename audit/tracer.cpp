@@ -229,7 +229,7 @@ class State {
   void add_site(std::vector<SiteAccum>& sites, std::uint64_t& dropped, const char* api,
                 const std::string& what, const RawStack& stack) {
     for (SiteAccum& s : sites) {
-      if (s.site.api == api && s.stack == stack) {
+      if (s.site.api == api && s.site.what == what && s.stack == stack) {
         ++s.site.count;
         return;
       }
@@ -637,9 +637,12 @@ void Tracer::start(const TracerOptions& options) {
         "Nsight Systems or Compute?); run without it to use the in-process tracer");
   check_cupti(subscribed, "cuptiSubscribe");
   AUDIT_CUPTI_CHECK(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed));
-  for (const CUpti_ActivityKind kind : kActivityKinds) AUDIT_CUPTI_CHECK(cuptiActivityEnable(kind));
-  enable_api_callbacks(s, CUPTI_CB_DOMAIN_RUNTIME_API);
-  enable_api_callbacks(s, CUPTI_CB_DOMAIN_DRIVER_API);
+  if (options.activity)
+    for (const CUpti_ActivityKind kind : kActivityKinds) AUDIT_CUPTI_CHECK(cuptiActivityEnable(kind));
+  if (options.api_callbacks) {
+    enable_api_callbacks(s, CUPTI_CB_DOMAIN_RUNTIME_API);
+    enable_api_callbacks(s, CUPTI_CB_DOMAIN_DRIVER_API);
+  }
   AUDIT_CUPTI_CHECK(cuptiEnableCallback(1, s.subscriber, CUPTI_CB_DOMAIN_RESOURCE,
                                         CUPTI_CBID_RESOURCE_CONTEXT_CREATED));
   if (options.follow_nvtx) AUDIT_CUPTI_CHECK(cuptiEnableDomain(1, s.subscriber, CUPTI_CB_DOMAIN_NVTX));
@@ -649,7 +652,7 @@ void Tracer::start(const TracerOptions& options) {
     const InternalScope internal;
     if (cudaFree(nullptr) == cudaSuccess) {
       s.context_created = true;
-      try_enable_unified_memory(s);
+      if (options.activity) try_enable_unified_memory(s);
     } else {
       (void)cudaGetLastError();
     }
@@ -664,6 +667,8 @@ void Tracer::stop() {
   if (s.um_enabled) (void)cuptiActivityDisable(CUPTI_ACTIVITY_KIND_UNIFIED_MEMORY_COUNTER);
   (void)cuptiUnsubscribe(s.subscriber);
   s.subscriber = nullptr;
+  s.runtime_apis.fill(ApiInfo{});
+  s.driver_apis.fill(ApiInfo{});
   s.running = false;
   s.um_enabled = false;
 }

@@ -44,6 +44,10 @@ struct TracerOptions {
   bool capture_sync_stacks = false;  // ... and of every synchronization
   bool follow_nvtx = false;          // phases from the program's NVTX push/pop (injection)
   std::size_t max_sites_per_phase = 8;
+  // Halves of the tracer, separable only to measure what each costs (the overhead bench);
+  // counts are incomplete unless both are on.
+  bool api_callbacks = true;  // phases, call sites, syncs, allocations
+  bool activity = true;       // copy and memset records, unified-memory counters
 };
 
 class Tracer {

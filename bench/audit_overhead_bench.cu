@@ -3,6 +3,8 @@
 // Rows: audit_overhead/untraced, audit_overhead/traced.
 #include <benchmark/benchmark.h>
 
+#include <utility>
+
 #include "bench/harness.h"
 #include "lib/core/device_buffer.h"
 #include "lib/core/scalar_readback.h"
@@ -18,11 +20,17 @@ __global__ void axpy_step(float* x, int n, float a) {
   if (i < n) x[i] = a * x[i] + 1.0f;
 }
 
-void BM_launch_heavy_epoch(benchmark::State& state, bool traced) {
-  if (traced)
-    resident::audit::Tracer::instance().start();
-  else
-    resident::audit::Tracer::instance().stop();
+enum class Tracing { kOff, kFull, kActivityOnly, kCallbacksOnly };
+
+void BM_launch_heavy_epoch(benchmark::State& state, Tracing tracing) {
+  auto& tracer = resident::audit::Tracer::instance();
+  tracer.stop();
+  if (tracing != Tracing::kOff) {
+    resident::audit::TracerOptions options;
+    options.activity = tracing != Tracing::kCallbacksOnly;
+    options.api_callbacks = tracing != Tracing::kActivityOnly;
+    tracer.start(options);
+  }
   resident::Stream stream;
   resident::DeviceBuffer<float> x(kElements);
   resident::bench::check_cuda(cudaMemsetAsync(x.data(), 0, x.bytes(), stream.get()), "cudaMemsetAsync");
@@ -53,10 +61,13 @@ int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 2;
   resident::bench::add_context();
-  resident::bench::configure(benchmark::RegisterBenchmark("audit_overhead/untraced",
-                                                          BM_launch_heavy_epoch, false));
-  resident::bench::configure(benchmark::RegisterBenchmark("audit_overhead/traced",
-                                                          BM_launch_heavy_epoch, true));
+  const std::pair<const char*, Tracing> rows[] = {
+      {"audit_overhead/untraced", Tracing::kOff},
+      {"audit_overhead/traced", Tracing::kFull},
+      {"audit_overhead/activity_only", Tracing::kActivityOnly},
+      {"audit_overhead/callbacks_only", Tracing::kCallbacksOnly}};
+  for (const auto& [name, tracing] : rows)
+    resident::bench::configure(benchmark::RegisterBenchmark(name, BM_launch_heavy_epoch, tracing));
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   return 0;

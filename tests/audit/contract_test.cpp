@@ -28,6 +28,12 @@ AuditReport sample_report() {
   site.count = 3;
   site.frames = {{"resident::DqnTrainer::train_step()", "libresident.so", "lib/rl/dqn.cpp:212"},
                  {"main", "dqn", ""}};
+  CallSite scalar_site;  // recorded first, but not the site of the bulk violation
+  scalar_site.api = "cudaMemcpyAsync";
+  scalar_site.what = "scalar d2h 4 B";
+  scalar_site.count = 1;
+  scalar_site.frames = {{"resident::ScalarReadback<float>::enqueue()", "libresident.so", ""}};
+  epoch.d2h_sites.push_back(scalar_site);
   epoch.d2h_sites.push_back(site);
   PhaseReport setup;
   setup.phase = "dqn/setup";

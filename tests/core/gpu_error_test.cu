@@ -84,19 +84,16 @@ TEST(GpuError, FailingCublasCallThrows) {
 TEST(GpuError, FailingCurandCallThrows) {
   RESIDENT_REQUIRE_GPU();
   curandGenerator_t generator = nullptr;
-  RESIDENT_CURAND_CHECK(curandCreateGenerator(&generator, CURAND_RNG_PSEUDO_PHILOX4_32_10));
-  float* out = nullptr;
-  RESIDENT_CUDA_CHECK(cudaMalloc(&out, 3 * sizeof(float)));
+  RESIDENT_CURAND_CHECK(curandCreateGenerator(&generator, CURAND_RNG_QUASI_SOBOL32));
   int line = 0;
   try {
-    // Normal generation needs an even count.
-    line = __LINE__; RESIDENT_CURAND_CHECK(curandGenerateNormal(generator, out, 3, 0.0f, 1.0f));
-    FAIL() << "curandGenerateNormal with an odd count succeeded";
+    // A quasi-random generator has no pseudo-random seed.
+    line = __LINE__; RESIDENT_CURAND_CHECK(curandSetPseudoRandomGeneratorSeed(generator, 1234));
+    FAIL() << "seeding a Sobol generator succeeded";
   } catch (const Error& e) {
-    expect_names(e, "curandGenerateNormal(generator, out, 3, 0.0f, 1.0f)",
-                 "CURAND_STATUS_LENGTH_NOT_MULTIPLE", line);
+    expect_names(e, "curandSetPseudoRandomGeneratorSeed(generator, 1234)", "CURAND_STATUS_TYPE_ERROR",
+                 line);
   }
-  RESIDENT_CUDA_CHECK(cudaFree(out));
   RESIDENT_CURAND_CHECK(curandDestroyGenerator(generator));
 }
 
