@@ -630,22 +630,24 @@ void Tracer::start(const TracerOptions& options) {
   State& s = state();
   if (s.running) return;
   s.options = options;
-  const CUptiResult subscribed = cuptiSubscribe(&s.subscriber, on_callback, &s);
-  if (subscribed == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED)
-    throw AuditError(
-        "audit: another CUPTI subscriber is active in this process (resident-audit's injection, "
-        "Nsight Systems or Compute?); run without it to use the in-process tracer");
-  check_cupti(subscribed, "cuptiSubscribe");
-  AUDIT_CUPTI_CHECK(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed));
-  if (options.activity)
-    for (const CUpti_ActivityKind kind : kActivityKinds) AUDIT_CUPTI_CHECK(cuptiActivityEnable(kind));
+  if (options.api_callbacks || options.follow_nvtx) {
+    const CUptiResult subscribed = cuptiSubscribe(&s.subscriber, on_callback, &s);
+    if (subscribed == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED)
+      throw AuditError(
+          "audit: another CUPTI subscriber is active in this process (resident-audit's injection, "
+          "Nsight Systems or Compute?); run without it to use the in-process tracer");
+    check_cupti(subscribed, "cuptiSubscribe");
+    AUDIT_CUPTI_CHECK(cuptiEnableCallback(1, s.subscriber, CUPTI_CB_DOMAIN_RESOURCE,
+                                          CUPTI_CBID_RESOURCE_CONTEXT_CREATED));
+  }
   if (options.api_callbacks) {
     enable_api_callbacks(s, CUPTI_CB_DOMAIN_RUNTIME_API);
     enable_api_callbacks(s, CUPTI_CB_DOMAIN_DRIVER_API);
   }
-  AUDIT_CUPTI_CHECK(cuptiEnableCallback(1, s.subscriber, CUPTI_CB_DOMAIN_RESOURCE,
-                                        CUPTI_CBID_RESOURCE_CONTEXT_CREATED));
   if (options.follow_nvtx) AUDIT_CUPTI_CHECK(cuptiEnableDomain(1, s.subscriber, CUPTI_CB_DOMAIN_NVTX));
+  AUDIT_CUPTI_CHECK(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed));
+  if (options.activity)
+    for (const CUpti_ActivityKind kind : kActivityKinds) AUDIT_CUPTI_CHECK(cuptiActivityEnable(kind));
   s.running = true;
   if (!options.follow_nvtx) {
     // In-process: make sure a context exists, then enable the unified-memory counters.
@@ -665,7 +667,7 @@ void Tracer::stop() {
   flush();
   for (const CUpti_ActivityKind kind : kActivityKinds) (void)cuptiActivityDisable(kind);
   if (s.um_enabled) (void)cuptiActivityDisable(CUPTI_ACTIVITY_KIND_UNIFIED_MEMORY_COUNTER);
-  (void)cuptiUnsubscribe(s.subscriber);
+  if (s.subscriber != nullptr) (void)cuptiUnsubscribe(s.subscriber);
   s.subscriber = nullptr;
   s.runtime_apis.fill(ApiInfo{});
   s.driver_apis.fill(ApiInfo{});

@@ -71,11 +71,12 @@ TEST(GpuError, FailingCublasCallThrows) {
   RESIDENT_CUBLAS_CHECK(cublasCreate(&handle));
   int line = 0;
   try {
-    // A negative vector length is rejected before any device work.
-    line = __LINE__; RESIDENT_CUBLAS_CHECK(cublasSetVector(-1, 4, nullptr, 1, nullptr, 1));
-    FAIL() << "cublasSetVector(-1, ...) succeeded";
+    // A negative matrix dimension is rejected before any device work.
+    const float one = 1.0f;
+    line = __LINE__; RESIDENT_CUBLAS_CHECK(cublasSgemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, -1, 1, 1, &one, nullptr, 1, nullptr, 1, &one, nullptr, 1));
+    FAIL() << "cublasSgemm with m = -1 succeeded";
   } catch (const Error& e) {
-    expect_names(e, "cublasSetVector(-1, 4, nullptr, 1, nullptr, 1)", "CUBLAS_STATUS_INVALID_VALUE",
+    expect_names(e, "cublasSgemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, -1,", "CUBLAS_STATUS_INVALID_VALUE",
                  line);
   }
   RESIDENT_CUBLAS_CHECK(cublasDestroy(handle));
