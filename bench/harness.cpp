@@ -113,15 +113,16 @@ void TimedPhase::wait() { check_cuda(cudaStreamSynchronize(stream_), "cudaStream
 
 void TimedPhase::finish() {
   const double iterations = static_cast<double>(std::max<benchmark::IterationCount>(state_.iterations(), 1));
+  if (!audit::Tracer::instance().running()) {
+    // Nothing was counted, so there is nothing to hold to the contract.
+    state_.counters["audit.traced"] = 0.0;
+    return;
+  }
   state_.counters["contract.max_d2h_scalar"] = limit_counter(contract_.max_d2h_scalar);
   state_.counters["contract.max_d2h_bulk"] = limit_counter(contract_.max_d2h_bulk);
   state_.counters["contract.max_h2d"] = limit_counter(contract_.max_h2d);
   state_.counters["contract.max_syncs"] = limit_counter(contract_.max_syncs);
   state_.counters["contract.allow_mapped"] = contract_.allow_mapped ? 1.0 : 0.0;
-  if (!audit::Tracer::instance().running()) {
-    state_.counters["audit.traced"] = 0.0;
-    return;
-  }
   const audit::AuditReport report = audit::Tracer::instance().snapshot();
   const audit::PhaseReport* phase = report.find(phase_);
   const audit::PhaseCounters c = phase ? phase->counters : audit::PhaseCounters{};
