@@ -1,6 +1,8 @@
 // The audit's own overhead: a launch-heavy epoch (many tiny kernels and one sanctioned scalar
 // readback) timed with the tracer detached and attached, side by side in one run.
-// Rows: audit_overhead/untraced, audit_overhead/traced.
+// Rows: audit_overhead/untraced, /traced, and the tracer's two halves alone (/activity_only,
+// /callbacks_only) to show where its cost is. bench/run-benches runs each row in its own
+// process: CUPTI, once attached, stays loaded for the life of a process.
 #include <benchmark/benchmark.h>
 
 #include <utility>
@@ -67,7 +69,8 @@ int main(int argc, char** argv) {
       {"audit_overhead/activity_only", Tracing::kActivityOnly},
       {"audit_overhead/callbacks_only", Tracing::kCallbacksOnly}};
   for (const auto& [name, tracing] : rows)
-    resident::bench::configure(benchmark::RegisterBenchmark(name, BM_launch_heavy_epoch, tracing));
+    resident::bench::configure(benchmark::RegisterBenchmark(name, BM_launch_heavy_epoch, tracing),
+                               /*repetitions=*/10);
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   return 0;

@@ -27,7 +27,11 @@ double statistic_max(const std::vector<double>& v) {
   return v.empty() ? 0.0 : *std::max_element(v.begin(), v.end());
 }
 
+// The commit being measured: $RESIDENT_GIT_COMMIT when set (a copy of the tree without .git),
+// else asked of git, else "unknown".
 std::string git_commit() {
+  if (const char* commit = std::getenv("RESIDENT_GIT_COMMIT"); commit != nullptr && commit[0] != '\0')
+    return commit;
   const std::string command = std::string("git -C '") + RESIDENT_SOURCE_DIR +
                               "' rev-parse --short=12 HEAD 2>/dev/null";
   std::string out;
