@@ -397,4 +397,39 @@ TEST_F(TracerTest, ViolationNamesTheCallSite) {
       << violations[0].message;
 }
 
+// Not inlined: the sync site must name it.
+__attribute__((noinline)) void blocking_wait(cudaStream_t stream) {
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+}
+
+TEST_F(TracerTest, SyncCallSitesOnRequest) {
+  Tracer::instance().stop();
+  TracerOptions options;
+  options.capture_sync_stacks = true;
+  Tracer::instance().start(options);
+  {
+    Phase phase("sync_sites");
+    blocking_wait(stream_);
+    blocking_wait(stream_);
+  }
+  const AuditReport report = Tracer::instance().snapshot();
+  Tracer::instance().stop();
+  Tracer::instance().start();  // back to the defaults for the other tests
+  ASSERT_NE(report.find("sync_sites"), nullptr) << format_table(report);
+  const PhaseReport& p = *report.find("sync_sites");
+  EXPECT_EQ(p.counters.sync_stream, 2u);
+  ASSERT_EQ(p.sync_sites.size(), 1u);  // one site, counted twice
+  EXPECT_EQ(p.sync_sites[0].api, "cudaStreamSynchronize");
+  EXPECT_EQ(p.sync_sites[0].count, 2u);
+  ASSERT_FALSE(p.sync_sites[0].frames.empty());
+  EXPECT_NE(p.sync_sites[0].frames[0].function.find("blocking_wait"), std::string::npos)
+      << p.sync_sites[0].frames[0].function;
+  const auto violations = check_contracts(report, {{.phase = "sync_sites", .max_syncs = 1}});
+  ASSERT_EQ(violations.size(), 1u);
+  EXPECT_NE(violations[0].message.find("2 syncs (2 stream), contract 1; first: cudaStreamSynchronize "
+                                       "from (anonymous namespace)::blocking_wait"),
+            std::string::npos)
+      << violations[0].message;
+}
+
 }  // namespace
