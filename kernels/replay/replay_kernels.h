@@ -1,0 +1,76 @@
+// Launchers of the replay kernels (kernels/replay/*.cu). Each takes outputs, inputs, sizes and
+// the stream, checks the launch and throws resident::Error on failure. None allocates.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/replay/replay_state.h"
+#include "lib/core/philox.h"
+
+namespace resident::kernels {
+
+
+// Writes n transitions (rows 0..n-1 of the inputs, n <= capacity) at the device cursor,
+// wrapping; each gets the live maximum priority (1.0 when none is positive); bumps the slots'
+// generations; advances cursor and size. Overwrites the slots' rows and leaves.
+void launch_insert_transitions(ReplayStorageView storage, ReplayTreeView tree,
+                               ReplayCounters* counters, const float* states,
+                               const std::int32_t* actions, const float* rewards,
+                               const float* next_states, const std::uint8_t* dones,
+                               std::uint32_t n, cudaStream_t stream);
+
+// Sets p = (|td| + eps)^alpha for each entry, in order: the last writable entry of an index
+// wins; non-finite priorities, stale generations and indices >= size are dropped and counted.
+// `owner` is [capacity] int32 scratch, all -1 on entry and on exit.
+void launch_update_priorities(ReplayTreeView tree, ReplayCounters* counters,
+                              std::int32_t* owner, const std::uint32_t* generations_now,
+                              const std::uint32_t* indices, const std::uint32_t* generations,
+                              const float* td_errors, std::uint32_t count, ReplayParams params,
+                              cudaStream_t stream);
+
+// Proportional draws: out_indices/out_generations/out_weights [batch]. Uniforms come from
+// `uniforms` [batch] when non-null (tests), else from Philox keyed by (seed, step). Advances
+// the device step by one.
+void launch_sample_proportional(std::uint32_t* out_indices, std::uint32_t* out_generations,
+                                float* out_weights, ReplayTreeView tree,
+                                const std::uint32_t* generations_now, ReplayCounters* counters,
+                                const double* uniforms, std::uint64_t seed, std::uint32_t batch,
+                                ReplayParams params, cudaStream_t stream);
+
+// Rank-based draws over priorities sorted in descending order (ties by slot ascending):
+// sorted_slots [capacity], sorted_priorities [capacity], rank_prefix [capacity + 1] with
+// rank_prefix[r] = sum_{q<=r} q^-alpha. Same outputs and step rule as the proportional draw.
+void launch_sample_rank(std::uint32_t* out_indices, std::uint32_t* out_generations,
+                        float* out_weights, const std::uint32_t* sorted_slots,
+                        const double* sorted_priorities, const double* rank_prefix,
+                        std::uint32_t capacity, const std::uint32_t* generations_now,
+                        ReplayCounters* counters, const double* uniforms, std::uint64_t seed,
+                        std::uint32_t batch, ReplayParams params, cudaStream_t stream);
+
+// Gathers rows of the sampled slots: out_states/out_next_states [batch, state_dim], and
+// actions, rewards, dones [batch]. Overwrites.
+void launch_gather_rows(float* out_states, std::int32_t* out_actions, float* out_rewards,
+                        float* out_next_states, std::uint8_t* out_dones,
+                        ReplayStorageView storage, const std::uint32_t* indices,
+                        std::uint32_t batch, cudaStream_t stream);
+
+// Temp bytes of launch_sort_priorities for `capacity` leaves (construction).
+std::size_t sort_priorities_temp_bytes(std::uint32_t capacity);
+// Sorts the leaf priorities [capacity] descending, ties by slot ascending, into
+// sorted_priorities/sorted_slots [capacity].
+void launch_sort_priorities(double* sorted_priorities, std::uint32_t* sorted_slots,
+                            const double* leaf_priorities, const std::uint32_t* slot_iota,
+                            std::uint32_t capacity, void* temp, std::size_t temp_bytes,
+                            cudaStream_t stream);
+
+// Fills slots[i] = i and owner[i] = -1 for i < capacity (construction).
+void launch_init_replay_scratch(std::uint32_t* slots, std::int32_t* owner,
+                                std::uint32_t capacity, cudaStream_t stream);
+
+// Fills the trees with their empty state: sums and maxima 0, minima +inf (construction).
+void launch_init_replay_tree(ReplayTreeView tree, cudaStream_t stream);
+
+}  // namespace resident::kernels

@@ -1,0 +1,51 @@
+// Plain-data views of a GpuReplayBuffer's device state, shared by the kernels and their host
+// owner (no device code here): the fp64 sum/min/max trees, the transition storage, the
+// device-resident counters and the parameters. Tree layout is CpuSumTree's: P = next power of
+// two >= capacity leaves, heap-ordered (node 1 the root, children 2n and 2n+1, leaf i at node
+// P + i), each internal node recomputed from its two children, so GPU and CPU trees holding the
+// same leaves hold bit-identical sums.
+#pragma once
+
+#include <cstdint>
+
+namespace resident::kernels {
+
+// Device-resident scalars: everything a replayed CUDA graph must read or advance.
+struct ReplayCounters {
+  std::uint32_t cursor;      // slot of the next insert
+  std::uint32_t size;        // live slots
+  std::uint64_t step;        // sample calls so far (beta annealing, Philox offset)
+  std::uint64_t nonfinite;   // TD errors (or priorities) that were not finite: never written
+  std::uint64_t stale;       // update entries for slots overwritten since they were sampled
+  std::uint64_t bad_index;   // update entries naming a slot >= size: dropped
+};
+
+struct ReplayTreeView {
+  double* sum;           // [2P]
+  double* min_positive;  // [2P], +inf for zero leaves
+  double* max;           // [2P]
+  std::uint32_t leaves;  // P
+  std::uint32_t capacity;
+};
+
+struct ReplayStorageView {
+  float* states;               // [capacity, state_dim]
+  std::int32_t* actions;       // [capacity]
+  float* rewards;              // [capacity]
+  float* next_states;          // [capacity, state_dim]
+  std::uint8_t* dones;         // [capacity]
+  std::uint32_t* generations;  // [capacity]
+  std::uint32_t state_dim;
+};
+
+// Device copies of the replay parameters the kernels need.
+struct ReplayParams {
+  double alpha;
+  double epsilon;
+  double beta_start;
+  double beta_max;
+  std::uint64_t beta_annealing_steps;
+  bool stratified;
+};
+
+}  // namespace resident::kernels

@@ -1,0 +1,231 @@
+#include "lib/replay/gpu_replay_buffer.h"
+
+#include <cmath>
+#include <string>
+
+#include "kernels/replay/replay_kernels.h"
+#include "lib/core/error.h"
+
+namespace resident {
+
+namespace {
+
+std::size_t next_power_of_two(std::size_t n) {
+  std::size_t p = 1;
+  while (p < n) p <<= 1;
+  return p;
+}
+
+bool is_rank(const ReplayConfig& config) { return config.mode == ReplayPriorityMode::Rank; }
+
+[[noreturn]] void throw_invalid(const char* call, const std::string& what, const char* file,
+                                int line) {
+  throw Error(call, "invalid argument", what, file, line);
+}
+
+void check_gpu_config(const ReplayConfig& config, std::size_t max_batch) {
+  validate(config);
+  if (config.capacity > kMaxGpuReplayCapacity)
+    throw_invalid("GpuReplayBuffer", "capacity = " + std::to_string(config.capacity) +
+                                         ", allowed [1, " + std::to_string(kMaxGpuReplayCapacity) + "]",
+                  __FILE__, __LINE__);
+  if (max_batch == 0 || max_batch > config.capacity)
+    throw_invalid("GpuReplayBuffer", "max_batch = " + std::to_string(max_batch) + ", allowed [1, " +
+                                         std::to_string(config.capacity) + "] (the capacity)",
+                  __FILE__, __LINE__);
+}
+
+}  // namespace
+
+std::size_t GpuReplayBuffer::device_bytes(const ReplayConfig& config, std::size_t max_batch) {
+  const std::size_t cap = config.capacity;
+  const std::size_t dim = config.state_dim;
+  const std::size_t nodes = 2 * next_power_of_two(cap);
+  std::size_t bytes = 3 * nodes * sizeof(double);                        // trees
+  bytes += cap * (2 * dim * sizeof(float) + sizeof(std::int32_t) + sizeof(float) +
+                  sizeof(std::uint8_t) + sizeof(std::uint32_t) + sizeof(std::int32_t));
+  bytes += max_batch * (2 * sizeof(std::uint32_t) + 2 * sizeof(float) + sizeof(std::int32_t) +
+                        sizeof(std::uint8_t) + 2 * dim * sizeof(float));
+  if (is_rank(config))
+    bytes += cap * (2 * sizeof(std::uint32_t) + sizeof(double)) + (cap + 1) * sizeof(double) +
+             kernels::sort_priorities_temp_bytes(static_cast<std::uint32_t>(cap));
+  return bytes;
+}
+
+GpuReplayBuffer::GpuReplayBuffer(const ReplayConfig& config, std::size_t max_batch,
+                                 std::uint64_t seed, cudaStream_t stream)
+    : config_((check_gpu_config(config, max_batch), config)),
+      max_batch_(max_batch),
+      seed_(seed),
+      stream_(stream),
+      leaves_(next_power_of_two(config.capacity)),
+      sum_(2 * leaves_),
+      min_positive_(2 * leaves_),
+      max_(2 * leaves_),
+      states_(config.capacity * config.state_dim),
+      next_states_(config.capacity * config.state_dim),
+      actions_(config.capacity),
+      rewards_(config.capacity),
+      dones_(config.capacity),
+      generations_(config.capacity),
+      owner_(config.capacity),
+      counters_(1),
+      out_indices_(max_batch),
+      out_generations_(max_batch),
+      out_weights_(max_batch),
+      out_states_(max_batch * config.state_dim),
+      out_next_states_(max_batch * config.state_dim),
+      out_rewards_(max_batch),
+      out_actions_(max_batch),
+      out_dones_(max_batch) {
+  params_.alpha = config.alpha;
+  params_.epsilon = config.epsilon;
+  params_.beta_start = config.beta_start;
+  params_.beta_max = config.beta_max;
+  params_.beta_annealing_steps = config.beta_annealing_steps;
+  params_.stratified = config.sampling == ReplaySampling::Stratified;
+  const auto capacity = static_cast<std::uint32_t>(config.capacity);
+
+  // Setup (may upload): empty trees, zero generations and counters, scratch.
+  kernels::launch_init_replay_tree(tree_view(), stream_);
+  RESIDENT_CUDA_CHECK(cudaMemsetAsync(generations_.data(), 0, generations_.bytes(), stream_));
+  RESIDENT_CUDA_CHECK(cudaMemsetAsync(counters_.data(), 0, counters_.bytes(), stream_));
+  if (is_rank(config)) {
+    slot_iota_ = DeviceBuffer<std::uint32_t>(config.capacity);
+    sorted_slots_ = DeviceBuffer<std::uint32_t>(config.capacity);
+    sorted_priorities_ = DeviceBuffer<double>(config.capacity);
+    rank_prefix_ = DeviceBuffer<double>(config.capacity + 1);
+    sort_temp_ = DeviceBuffer<std::byte>(kernels::sort_priorities_temp_bytes(capacity));
+    // The rank masses summed on the host in rank order, exactly as CpuReplayBuffer does.
+    std::vector<double> prefix(config.capacity + 1, 0.0);
+    for (std::size_t r = 1; r <= config.capacity; ++r)
+      prefix[r] = prefix[r - 1] + std::pow(static_cast<double>(r), -config.alpha);
+    RESIDENT_CUDA_CHECK(cudaMemcpyAsync(rank_prefix_.data(), prefix.data(), rank_prefix_.bytes(),
+                                        cudaMemcpyHostToDevice, stream_));
+  }
+  kernels::launch_init_replay_scratch(is_rank(config) ? slot_iota_.data() : nullptr, owner_.data(),
+                                      capacity, stream_);
+  RESIDENT_CUDA_CHECK(cudaStreamSynchronize(stream_));  // `prefix` must outlive its copy
+}
+
+kernels::ReplayTreeView GpuReplayBuffer::tree_view() noexcept {
+  return {sum_.data(), min_positive_.data(), max_.data(), static_cast<std::uint32_t>(leaves_),
+          static_cast<std::uint32_t>(config_.capacity)};
+}
+
+kernels::ReplayStorageView GpuReplayBuffer::storage_view() noexcept {
+  return {states_.data(),  actions_.data(),     rewards_.data(),
+          next_states_.data(), dones_.data(), generations_.data(),
+          static_cast<std::uint32_t>(config_.state_dim)};
+}
+
+void GpuReplayBuffer::insert_batch(const DeviceTransitions& batch, std::size_t n) {
+  if (n == 0) return;
+  if (batch.states == nullptr || batch.actions == nullptr || batch.rewards == nullptr ||
+      batch.next_states == nullptr || batch.dones == nullptr)
+    throw_invalid("GpuReplayBuffer::insert_batch", "a transition array is null", __FILE__, __LINE__);
+  // Only the last `capacity` rows of an oversized batch survive: skip the others up front.
+  const std::size_t skip = n > config_.capacity ? n - config_.capacity : 0;
+  const std::size_t dim = config_.state_dim;
+  kernels::launch_insert_transitions(storage_view(), tree_view(), counters_.data(),
+                                     batch.states + skip * dim, batch.actions + skip,
+                                     batch.rewards + skip, batch.next_states + skip * dim,
+                                     batch.dones + skip, static_cast<std::uint32_t>(n - skip),
+                                     stream_);
+  size_ = std::min(size_ + (n - skip), config_.capacity);
+}
+
+DeviceSampledBatch GpuReplayBuffer::sample(std::size_t batch) { return draw(nullptr, batch); }
+
+DeviceSampledBatch GpuReplayBuffer::sample_with_uniforms(const double* device_uniforms,
+                                                         std::size_t batch) {
+  if (device_uniforms == nullptr)
+    throw_invalid("GpuReplayBuffer::sample_with_uniforms", "device_uniforms is null", __FILE__,
+                  __LINE__);
+  return draw(device_uniforms, batch);
+}
+
+DeviceSampledBatch GpuReplayBuffer::draw(const double* device_uniforms, std::size_t batch) {
+  if (batch > max_batch_)
+    throw_invalid("GpuReplayBuffer::sample", "batch = " + std::to_string(batch) +
+                                                 ", allowed [1, " + std::to_string(max_batch_) +
+                                                 "] (max_batch)",
+                  __FILE__, __LINE__);
+  validate_batch(batch, size_);
+  const auto b = static_cast<std::uint32_t>(batch);
+  if (is_rank(config_)) {
+    const auto capacity = static_cast<std::uint32_t>(config_.capacity);
+    kernels::launch_sort_priorities(sorted_priorities_.data(), sorted_slots_.data(),
+                                    sum_.data() + leaves_, slot_iota_.data(), capacity,
+                                    sort_temp_.data(), sort_temp_.bytes(), stream_);
+    kernels::launch_sample_rank(out_indices_.data(), out_generations_.data(), out_weights_.data(),
+                                sorted_slots_.data(), sorted_priorities_.data(),
+                                rank_prefix_.data(), capacity, generations_.data(),
+                                counters_.data(), device_uniforms, seed_, b, params_, stream_);
+  } else {
+    kernels::launch_sample_proportional(out_indices_.data(), out_generations_.data(),
+                                        out_weights_.data(), tree_view(), generations_.data(),
+                                        counters_.data(), device_uniforms, seed_, b, params_,
+                                        stream_);
+  }
+  kernels::launch_gather_rows(out_states_.data(), out_actions_.data(), out_rewards_.data(),
+                              out_next_states_.data(), out_dones_.data(), storage_view(),
+                              out_indices_.data(), b, stream_);
+  return {batch,
+          out_indices_.data(),
+          out_generations_.data(),
+          out_weights_.data(),
+          out_states_.data(),
+          out_actions_.data(),
+          out_rewards_.data(),
+          out_next_states_.data(),
+          out_dones_.data()};
+}
+
+void GpuReplayBuffer::update_priorities(const std::uint32_t* indices,
+                                        const std::uint32_t* generations, const float* td_errors,
+                                        std::size_t count) {
+  if (count == 0) return;
+  if (indices == nullptr || generations == nullptr || td_errors == nullptr)
+    throw_invalid("GpuReplayBuffer::update_priorities", "an input array is null", __FILE__,
+                  __LINE__);
+  if (count > std::size_t{INT32_MAX})
+    throw_invalid("GpuReplayBuffer::update_priorities",
+                  "count = " + std::to_string(count) + ", allowed [0, 2147483647]", __FILE__,
+                  __LINE__);
+  kernels::launch_update_priorities(tree_view(), counters_.data(), owner_.data(),
+                                    generations_.data(), indices, generations, td_errors,
+                                    static_cast<std::uint32_t>(count), params_, stream_);
+}
+
+void GpuReplayBuffer::throw_if_nonfinite(std::uint64_t nonfinite, std::uint64_t bad_index,
+                                         const std::string& where) {
+  if (nonfinite == 0 && bad_index == 0) return;
+  throw Error("GpuReplayBuffer::update_priorities", "non-finite or invalid update",
+              where + ": " + std::to_string(nonfinite) + " non-finite TD errors and " +
+                  std::to_string(bad_index) +
+                  " indices past the live size were dropped (the tree is intact)",
+              __FILE__, __LINE__);
+}
+
+kernels::ReplayCounters GpuReplayBuffer::read_counters() const {
+  kernels::ReplayCounters host{};
+  RESIDENT_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  RESIDENT_CUDA_CHECK(cudaMemcpy(&host, counters_.data(), sizeof host, cudaMemcpyDeviceToHost));
+  return host;
+}
+
+std::vector<double> GpuReplayBuffer::read_leaf_priorities() const {
+  std::vector<double> leaves(config_.capacity);
+  RESIDENT_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  RESIDENT_CUDA_CHECK(cudaMemcpy(leaves.data(), sum_.data() + leaves_,
+                                 leaves.size() * sizeof(double), cudaMemcpyDeviceToHost));
+  return leaves;
+}
+
+std::vector<double> GpuReplayBuffer::read_tree_sums() const {
+  RESIDENT_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  return sum_.download();
+}
+
+}  // namespace resident

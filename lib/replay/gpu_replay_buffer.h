@@ -1,0 +1,130 @@
+// GpuReplayBuffer: prioritized experience replay held entirely on the GPU (DESIGN.md,
+// "Prioritized replay: exact semantics"; CpuReplayBuffer is its oracle and documents every
+// rule this buffer follows too). Storage, the fp64 sum/min/max trees, sampling, IS weights
+// and priority updates run on the device, all on one stream; the cursor, size, step and the
+// non-finite/stale counters live in device memory, so insert -> sample -> update is
+// capturable in a CUDA graph and replays correctly. Nothing is allocated after construction.
+//
+// Differences from CpuReplayBuffer, all forced by having no host involvement:
+// - Uniforms come from Philox keyed by (seed, device step), draw k = subsequence k.
+// - Bad update entries cannot throw: indices >= size are dropped and counted (bad_index),
+//   like non-finite TD errors (nonfinite) and stale generations (stale). Read the counters
+//   with a ScalarReadback at the epoch's sanctioned readback (device_counters()) and call
+//   throw_if_nonfinite.
+// - size() on the host is a shadow of the device size, exact because inserts have host-known n.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "kernels/replay/replay_state.h"
+#include "lib/core/device_buffer.h"
+#include "lib/replay/replay_config.h"
+
+namespace resident {
+
+// n transitions on the device, row-major (states and next_states [n, state_dim]).
+struct DeviceTransitions {
+  const float* states = nullptr;
+  const std::int32_t* actions = nullptr;
+  const float* rewards = nullptr;
+  const float* next_states = nullptr;
+  const std::uint8_t* dones = nullptr;
+};
+
+// Device views of the last sample; valid until the next sample call.
+struct DeviceSampledBatch {
+  std::size_t batch = 0;
+  const std::uint32_t* indices = nullptr;      // [batch]
+  const std::uint32_t* generations = nullptr;  // [batch], pass back to update_priorities
+  const float* is_weights = nullptr;           // [batch]
+  const float* states = nullptr;               // [batch, state_dim]
+  const std::int32_t* actions = nullptr;       // [batch]
+  const float* rewards = nullptr;              // [batch]
+  const float* next_states = nullptr;          // [batch, state_dim]
+  const std::uint8_t* dones = nullptr;         // [batch]
+};
+
+// Largest capacity the device tree supports (2P nodes indexed with 32 bits).
+inline constexpr std::size_t kMaxGpuReplayCapacity = std::size_t{1} << 30;
+
+class GpuReplayBuffer {
+ public:
+  // Validates `config` (and capacity <= kMaxGpuReplayCapacity, 1 <= max_batch) and allocates
+  // everything. Throws resident::Error naming the bytes when an allocation fails.
+  GpuReplayBuffer(const ReplayConfig& config, std::size_t max_batch, std::uint64_t seed,
+                  cudaStream_t stream);
+
+  // Device bytes a buffer of this configuration allocates.
+  static std::size_t device_bytes(const ReplayConfig& config, std::size_t max_batch);
+
+  const ReplayConfig& config() const noexcept { return config_; }
+  std::size_t capacity() const noexcept { return config_.capacity; }
+  std::size_t size() const noexcept { return size_; }
+  std::size_t max_batch() const noexcept { return max_batch_; }
+  bool can_sample(std::size_t batch) const noexcept {
+    return batch >= 1 && batch <= size_ && batch <= max_batch_;
+  }
+
+  // Appends n transitions from device memory at the cursor; when n > capacity only the last
+  // `capacity` rows are kept. Enqueued on the stream; no host synchronization.
+  void insert_batch(const DeviceTransitions& batch, std::size_t n);
+  // Draws `batch` items (throws unless can_sample(batch)). Advances the device step.
+  DeviceSampledBatch sample(std::size_t batch);
+  // The same with the uniforms given on the device ([batch], each in [0, 1)): for oracles.
+  DeviceSampledBatch sample_with_uniforms(const double* device_uniforms, std::size_t batch);
+  // p = (|td| + eps)^alpha for each entry, with the duplicate/stale/non-finite rules.
+  void update_priorities(const std::uint32_t* indices, const std::uint32_t* generations,
+                         const float* td_errors, std::size_t count);
+
+  // The device counters (cursor, size, step, nonfinite, stale, bad_index).
+  const kernels::ReplayCounters* device_counters() const noexcept { return counters_.data(); }
+  // Throws resident::Error when a counter read back from device_counters() shows non-finite
+  // TD errors or bad indices; `where` names the step or epoch for the message.
+  static void throw_if_nonfinite(std::uint64_t nonfinite, std::uint64_t bad_index,
+                                 const std::string& where);
+
+  // Inspection for setup and tests: blocking copies (the audit sees them), never in a hot path.
+  kernels::ReplayCounters read_counters() const;
+  std::vector<double> read_leaf_priorities() const;  // [capacity]
+  std::vector<double> read_tree_sums() const;        // [2P], node 1 the root
+  std::uint64_t rank_sort_temp_bytes() const noexcept { return sort_temp_.bytes(); }
+
+ private:
+  DeviceSampledBatch draw(const double* device_uniforms, std::size_t batch);
+  kernels::ReplayTreeView tree_view() noexcept;
+  kernels::ReplayStorageView storage_view() noexcept;
+
+  ReplayConfig config_;
+  std::size_t max_batch_;
+  std::uint64_t seed_;
+  cudaStream_t stream_;
+  std::size_t leaves_;
+  std::size_t size_ = 0;
+  kernels::ReplayParams params_{};
+
+  DeviceBuffer<double> sum_, min_positive_, max_;  // [2P] each
+  DeviceBuffer<float> states_, next_states_;       // [capacity, state_dim]
+  DeviceBuffer<std::int32_t> actions_;
+  DeviceBuffer<float> rewards_;
+  DeviceBuffer<std::uint8_t> dones_;
+  DeviceBuffer<std::uint32_t> generations_;
+  DeviceBuffer<std::int32_t> owner_;               // update scratch, all -1 between calls
+  DeviceBuffer<kernels::ReplayCounters> counters_;
+
+  // Sample outputs [max_batch].
+  DeviceBuffer<std::uint32_t> out_indices_, out_generations_;
+  DeviceBuffer<float> out_weights_, out_states_, out_next_states_, out_rewards_;
+  DeviceBuffer<std::int32_t> out_actions_;
+  DeviceBuffer<std::uint8_t> out_dones_;
+
+  // Rank mode only: slot iota, sorted keys/slots, rank mass prefix, CUB temp storage.
+  DeviceBuffer<std::uint32_t> slot_iota_, sorted_slots_;
+  DeviceBuffer<double> sorted_priorities_, rank_prefix_;
+  DeviceBuffer<std::byte> sort_temp_;
+};
+
+}  // namespace resident
