@@ -1,11 +1,15 @@
-// Insert of n transitions at the device cursor (ring buffer, wrap-around).
+// Insert of a batch at the device cursor (ring buffer, wrap-around), as CpuReplayBuffer does it
+// row by row: row r of the batch goes to slot (cursor + r) % capacity. Of a batch longer than
+// the capacity only the last n = capacity rows survive; the caller passes those rows and
+// `skipped`, the number of earlier rows, so that kept row j lands on slot
+// (cursor + skipped + j) % capacity and that slot's generation grows by the number of rows of
+// the whole batch that wrote it, (skipped + j) / capacity + 1.
 //
-// copy_rows: one thread per (row, state element); rows go to slot (cursor + row) % capacity.
-//   Overwrites the slots' states, next_states, actions, rewards, dones.
+// copy_rows: one thread per (row, state element). Overwrites the slots' rows.
 // write_inserted_leaves: one block. Reads the live maximum priority (the max tree's root; 1.0
 //   when no leaf is positive) before touching any leaf, sets the n leaves to it, bumps their
 //   generations, then recomputes the ancestors level by level (each level's touched nodes are
-//   one or two contiguous ranges), and finally advances cursor and size.
+//   one or two contiguous ranges), and finally advances cursor by skipped + n and size.
 // Deterministic: every node is recomputed from its children, never accumulated.
 #include "kernels/replay/replay_kernels.h"
 #include "kernels/replay/replay_tree.cuh"
@@ -21,8 +25,9 @@ constexpr int kTreeBlock = 1024;
 __global__ void copy_rows(ReplayStorageView storage, const ReplayCounters* counters,
                           std::uint32_t capacity, const float* states, const std::int32_t* actions,
                           const float* rewards, const float* next_states,
-                          const std::uint8_t* dones, std::uint32_t n) {
-  const std::uint32_t cursor = counters->cursor;
+                          const std::uint8_t* dones, std::uint32_t n, std::uint32_t skipped) {
+  const std::uint32_t cursor = static_cast<std::uint32_t>(
+      (std::uint64_t{counters->cursor} + skipped) % capacity);
   const std::uint64_t dim = storage.state_dim;
   const std::uint64_t total = std::uint64_t{n} * dim;
   for (std::uint64_t i = blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x; i < total;
@@ -42,10 +47,11 @@ __global__ void copy_rows(ReplayStorageView storage, const ReplayCounters* count
 
 __global__ void __launch_bounds__(kTreeBlock)
     write_inserted_leaves(ReplayTreeView tree, std::uint32_t* generations,
-                          ReplayCounters* counters, std::uint32_t n) {
+                          ReplayCounters* counters, std::uint32_t n, std::uint32_t skipped) {
   __shared__ double new_priority;
-  const std::uint32_t cursor = counters->cursor;
   const std::uint32_t capacity = tree.capacity;
+  const std::uint32_t cursor = static_cast<std::uint32_t>(
+      (std::uint64_t{counters->cursor} + skipped) % capacity);
   if (threadIdx.x == 0) {
     const double live_max = tree.max[1];
     new_priority = live_max > 0.0 ? live_max : 1.0;
@@ -54,7 +60,7 @@ __global__ void __launch_bounds__(kTreeBlock)
   for (std::uint32_t i = threadIdx.x; i < n; i += blockDim.x) {
     const std::uint32_t slot = static_cast<std::uint32_t>((std::uint64_t{cursor} + i) % capacity);
     set_leaf(tree, slot, new_priority);
-    ++generations[slot];
+    generations[slot] += (skipped + i) / capacity + 1;
   }
   // Touched leaves: [cursor, cursor + n) before the wrap, [0, end - capacity) after it.
   const std::uint64_t end = std::uint64_t{cursor} + n;
@@ -76,7 +82,7 @@ __global__ void __launch_bounds__(kTreeBlock)
   }
   __syncthreads();
   if (threadIdx.x == 0) {
-    counters->cursor = static_cast<std::uint32_t>(end % capacity);
+    counters->cursor = static_cast<std::uint32_t>(end % capacity);  // cursor + skipped + n
     const std::uint64_t size = std::uint64_t{counters->size} + n;
     counters->size = static_cast<std::uint32_t>(size < capacity ? size : capacity);
   }
@@ -88,15 +94,16 @@ void launch_insert_transitions(ReplayStorageView storage, ReplayTreeView tree,
                                ReplayCounters* counters, const float* states,
                                const std::int32_t* actions, const float* rewards,
                                const float* next_states, const std::uint8_t* dones,
-                               std::uint32_t n, cudaStream_t stream) {
+                               std::uint32_t n, std::uint32_t skipped, cudaStream_t stream) {
   const NvtxRange range("replay/insert");
   if (n == 0) return;
   const std::uint64_t total = std::uint64_t{n} * storage.state_dim;
   const unsigned blocks = static_cast<unsigned>(std::min<std::uint64_t>((total + 255) / 256, 4096));
   copy_rows<<<blocks, 256, 0, stream>>>(storage, counters, tree.capacity, states, actions, rewards,
-                                         next_states, dones, n);
+                                         next_states, dones, n, skipped);
   RESIDENT_CHECK_LAUNCH("copy_rows");
-  write_inserted_leaves<<<1, kTreeBlock, 0, stream>>>(tree, storage.generations, counters, n);
+  write_inserted_leaves<<<1, kTreeBlock, 0, stream>>>(tree, storage.generations, counters, n,
+                                                      skipped);
   RESIDENT_CHECK_LAUNCH("write_inserted_leaves");
 }
 

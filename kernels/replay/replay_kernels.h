@@ -13,14 +13,15 @@
 namespace resident::kernels {
 
 
-// Writes n transitions (rows 0..n-1 of the inputs, n <= capacity) at the device cursor,
-// wrapping; each gets the live maximum priority (1.0 when none is positive); bumps the slots'
-// generations; advances cursor and size. Overwrites the slots' rows and leaves.
+// Writes n transitions (rows 0..n-1 of the inputs, n <= capacity), the last n of a batch whose
+// first `skipped` rows were dropped, at the device cursor + skipped, wrapping; each gets the
+// live maximum priority (1.0 when none is positive); bumps the slots' generations by the writes
+// of the whole batch; advances cursor by skipped + n, and size. Overwrites rows and leaves.
 void launch_insert_transitions(ReplayStorageView storage, ReplayTreeView tree,
                                ReplayCounters* counters, const float* states,
                                const std::int32_t* actions, const float* rewards,
                                const float* next_states, const std::uint8_t* dones,
-                               std::uint32_t n, cudaStream_t stream);
+                               std::uint32_t n, std::uint32_t skipped, cudaStream_t stream);
 
 // Sets p = (|td| + eps)^alpha for each entry, in order: the last writable entry of an index
 // wins; non-finite priorities, stale generations and indices >= size are dropped and counted.

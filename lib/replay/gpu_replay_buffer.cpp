@@ -124,6 +124,9 @@ void GpuReplayBuffer::insert_batch(const DeviceTransitions& batch, std::size_t n
   if (batch.states == nullptr || batch.actions == nullptr || batch.rewards == nullptr ||
       batch.next_states == nullptr || batch.dones == nullptr)
     throw_invalid("GpuReplayBuffer::insert_batch", "a transition array is null", __FILE__, __LINE__);
+  if (n > std::size_t{UINT32_MAX})
+    throw_invalid("GpuReplayBuffer::insert_batch",
+                  "n = " + std::to_string(n) + ", allowed [0, 4294967295]", __FILE__, __LINE__);
   // Only the last `capacity` rows of an oversized batch survive: skip the others up front.
   const std::size_t skip = n > config_.capacity ? n - config_.capacity : 0;
   const std::size_t dim = config_.state_dim;
@@ -131,7 +134,7 @@ void GpuReplayBuffer::insert_batch(const DeviceTransitions& batch, std::size_t n
                                      batch.states + skip * dim, batch.actions + skip,
                                      batch.rewards + skip, batch.next_states + skip * dim,
                                      batch.dones + skip, static_cast<std::uint32_t>(n - skip),
-                                     stream_);
+                                     static_cast<std::uint32_t>(skip), stream_);
   size_ = std::min(size_ + (n - skip), config_.capacity);
 }
 
