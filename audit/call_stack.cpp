@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 
 namespace resident::audit {
 
@@ -89,10 +90,30 @@ Addr2Line run_addr2line(const std::string& object, std::uintptr_t offset) {
 
 }  // namespace
 
+namespace {
+// Whether a return address lies in a CUDA library (cached: call paths repeat).
+bool in_cuda_library(void* address) {
+  static std::mutex mutex;
+  static std::unordered_map<void*, bool> cache;
+  const std::lock_guard<std::mutex> lock(mutex);
+  if (const auto it = cache.find(address); it != cache.end()) return it->second;
+  Dl_info info{};
+  const bool cuda = dladdr(address, &info) != 0 && info.dli_fname != nullptr &&
+                    is_cuda_library(info.dli_fname);
+  cache.emplace(address, cuda);
+  return cuda;
+}
+}  // namespace
+
 RawStack capture_stack() {
   std::array<void*, kMaxCaptured> frames{};
-  const int n = backtrace(frames.data(), kMaxCaptured);
-  return RawStack(frames.begin(), frames.begin() + std::max(n, 0));
+  const int n = std::max(backtrace(frames.data(), kMaxCaptured), 0);
+  // Keep the caller's frames only: everything after the last frame inside a CUDA library (the
+  // tracer's own frames and the driver's, whose paths differ between first and later calls).
+  int first = 0;
+  for (int i = 0; i < n; ++i)
+    if (in_cuda_library(frames[static_cast<std::size_t>(i)])) first = i + 1;
+  return RawStack(frames.begin() + first, frames.begin() + n);
 }
 
 std::vector<StackFrame> symbolize(const RawStack& stack, std::size_t max_frames) {

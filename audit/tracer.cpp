@@ -357,7 +357,8 @@ void on_api(State& s, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
     return;
   }
   if (runtime) ++t_runtime_depth;
-  if (!s.um_enabled && s.context_created) try_enable_unified_memory(s);
+  if (!s.um_enabled && s.context_created && s.options.activity && s.options.unified_memory)
+    try_enable_unified_memory(s);
 
   switch (api.kind) {
     case ApiKind::kCopy:
@@ -372,7 +373,8 @@ void on_api(State& s, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
         ctx->api = api.name.c_str();
         ctx->blocking = api.blocking;
         ctx->internal = t_internal;
-        if (s.options.capture_d2h_stacks && api.kind != ApiKind::kMemset && !t_internal)
+        // Copies only: a graph launch is named by its API (its stack would cost every replay).
+        if (s.options.capture_d2h_stacks && api.kind == ApiKind::kCopy && !t_internal)
           ctx->stack = capture_stack();
         if (runtime) t_runtime_context = ctx;
       }
@@ -654,7 +656,7 @@ void Tracer::start(const TracerOptions& options) {
     const InternalScope internal;
     if (cudaFree(nullptr) == cudaSuccess) {
       s.context_created = true;
-      if (options.activity) try_enable_unified_memory(s);
+      if (options.activity && options.unified_memory) try_enable_unified_memory(s);
     } else {
       (void)cudaGetLastError();
     }

@@ -47,7 +47,11 @@ struct TracerOptions {
   // Halves of the tracer, separable only to measure what each costs (the overhead bench);
   // counts are incomplete unless both are on.
   bool api_callbacks = true;  // phases, call sites, syncs, allocations
-  bool activity = true;       // copy and memset records, unified-memory counters
+  bool activity = true;       // copy and memset records (and unified-memory counters)
+  // Unified-memory migration bytes. Managed allocations are counted either way; the migration
+  // counters cost kernel launches measurably (bench/audit_overhead_bench), so the benches turn
+  // them off and the tests keep them on.
+  bool unified_memory = true;
 };
 
 class Tracer {

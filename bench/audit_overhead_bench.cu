@@ -1,7 +1,8 @@
 // The audit's own overhead: a launch-heavy epoch (many tiny kernels and one sanctioned scalar
 // readback) timed with the tracer detached and attached, side by side in one run.
-// Rows: audit_overhead/untraced, /traced, and the tracer's two halves alone (/activity_only,
-// /callbacks_only) to show where its cost is. bench/run-benches runs each row in its own
+// Rows: audit_overhead/untraced; /traced as the benches run it (no unified-memory counters);
+// /traced_with_unified_memory as the tests run it; and the tracer's two halves alone
+// (/activity_only, /callbacks_only) to show where its cost is. bench/run-benches runs each row in its own
 // process: CUPTI, once attached, stays loaded for the life of a process.
 #include <benchmark/benchmark.h>
 
@@ -22,7 +23,7 @@ __global__ void axpy_step(float* x, int n, float a) {
   if (i < n) x[i] = a * x[i] + 1.0f;
 }
 
-enum class Tracing { kOff, kFull, kActivityOnly, kCallbacksOnly };
+enum class Tracing { kOff, kBench, kWithUnifiedMemory, kActivityOnly, kCallbacksOnly };
 
 void BM_launch_heavy_epoch(benchmark::State& state, Tracing tracing) {
   auto& tracer = resident::audit::Tracer::instance();
@@ -31,6 +32,7 @@ void BM_launch_heavy_epoch(benchmark::State& state, Tracing tracing) {
     resident::audit::TracerOptions options;
     options.activity = tracing != Tracing::kCallbacksOnly;
     options.api_callbacks = tracing != Tracing::kActivityOnly;
+    options.unified_memory = tracing == Tracing::kWithUnifiedMemory;
     tracer.start(options);
   }
   resident::Stream stream;
@@ -48,7 +50,8 @@ void BM_launch_heavy_epoch(benchmark::State& state, Tracing tracing) {
   contract.max_d2h_bulk = 0;
   contract.max_h2d = 0;
   contract.max_syncs = 1;
-  resident::bench::TimedPhase timed(state, "audit_overhead/epoch", contract, stream.get());
+  resident::bench::TimedPhase timed(state, "audit_overhead/epoch", contract, stream.get(),
+                                    tracing != Tracing::kOff);
   timed.warm_up(epoch);
   for (auto _ : state) timed.iteration(epoch);
   timed.finish();
@@ -65,7 +68,8 @@ int main(int argc, char** argv) {
   resident::bench::add_context();
   const std::pair<const char*, Tracing> rows[] = {
       {"audit_overhead/untraced", Tracing::kOff},
-      {"audit_overhead/traced", Tracing::kFull},
+      {"audit_overhead/traced", Tracing::kBench},
+      {"audit_overhead/traced_with_unified_memory", Tracing::kWithUnifiedMemory},
       {"audit_overhead/activity_only", Tracing::kActivityOnly},
       {"audit_overhead/callbacks_only", Tracing::kCallbacksOnly}};
   for (const auto& [name, tracing] : rows)

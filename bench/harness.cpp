@@ -91,9 +91,14 @@ void add_context() {
 }
 
 TimedPhase::TimedPhase(benchmark::State& state, std::string phase, audit::TransferContract contract,
-                       cudaStream_t stream)
+                       cudaStream_t stream, bool traced)
     : state_(state), phase_(std::move(phase)), contract_(std::move(contract)), stream_(stream) {
   contract_.phase = phase_;
+  if (traced) {
+    audit::TracerOptions options;
+    options.unified_memory = false;  // see TracerOptions::unified_memory
+    audit::Tracer::instance().start(options);  // no-op when already running
+  }
   check_cuda(cudaEventCreate(&start_), "cudaEventCreate");
   check_cuda(cudaEventCreate(&stop_), "cudaEventCreate");
 }

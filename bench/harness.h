@@ -30,9 +30,11 @@ void add_context();
 class TimedPhase {
  public:
   // `phase` is the audit phase of one iteration; `contract` its transfer contract (its phase
-  // field is ignored); `stream` the stream the timed work runs on.
+  // field is ignored); `stream` the stream the timed work runs on. With `traced` the audit is
+  // started if it is not running (without unified-memory counters); without it the row
+  // carries no counters (the audit overhead bench's baseline).
   TimedPhase(benchmark::State& state, std::string phase, audit::TransferContract contract,
-             cudaStream_t stream);
+             cudaStream_t stream, bool traced = true);
   ~TimedPhase();
   TimedPhase(const TimedPhase&) = delete;
   TimedPhase& operator=(const TimedPhase&) = delete;
