@@ -3,20 +3,17 @@
 #include <cmath>
 #include <limits>
 
+#include "lib/replay/tree_layout.h"
+
 namespace resident {
 
 namespace {
-std::size_t next_power_of_two(std::size_t n) {
-  std::size_t p = 1;
-  while (p < n) p <<= 1;
-  return p;
-}
 constexpr double kInf = std::numeric_limits<double>::infinity();
 }  // namespace
 
 CpuSumTree::CpuSumTree(std::size_t capacity)
     : capacity_(capacity),
-      leaves_(next_power_of_two(capacity)),
+      leaves_(tree_leaf_count(capacity)),
       sum_(2 * leaves_, 0.0),
       min_positive_(2 * leaves_, kInf),
       max_(2 * leaves_, 0.0) {}

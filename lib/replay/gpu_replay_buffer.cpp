@@ -5,16 +5,11 @@
 
 #include "kernels/replay/replay_kernels.h"
 #include "lib/core/error.h"
+#include "lib/replay/tree_layout.h"
 
 namespace resident {
 
 namespace {
-
-std::size_t next_power_of_two(std::size_t n) {
-  std::size_t p = 1;
-  while (p < n) p <<= 1;
-  return p;
-}
 
 bool is_rank(const ReplayConfig& config) { return config.mode == ReplayPriorityMode::Rank; }
 
@@ -40,7 +35,7 @@ void check_gpu_config(const ReplayConfig& config, std::size_t max_batch) {
 std::size_t GpuReplayBuffer::device_bytes(const ReplayConfig& config, std::size_t max_batch) {
   const std::size_t cap = config.capacity;
   const std::size_t dim = config.state_dim;
-  const std::size_t nodes = 2 * next_power_of_two(cap);
+  const std::size_t nodes = 2 * tree_leaf_count(cap);
   std::size_t bytes = 3 * nodes * sizeof(double);                        // trees
   bytes += cap * (2 * dim * sizeof(float) + sizeof(std::int32_t) + sizeof(float) +
                   sizeof(std::uint8_t) + sizeof(std::uint32_t) + sizeof(std::int32_t));
@@ -58,7 +53,7 @@ GpuReplayBuffer::GpuReplayBuffer(const ReplayConfig& config, std::size_t max_bat
       max_batch_(max_batch),
       seed_(seed),
       stream_(stream),
-      leaves_(next_power_of_two(config.capacity)),
+      leaves_(tree_leaf_count(config.capacity)),
       sum_(2 * leaves_),
       min_positive_(2 * leaves_),
       max_(2 * leaves_),
