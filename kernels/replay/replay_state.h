@@ -18,7 +18,6 @@ struct ReplayCounters {
   std::uint64_t nonfinite;   // TD errors (or priorities) that were not finite: never written
   std::uint64_t stale;       // update entries for slots overwritten since they were sampled
   std::uint64_t bad_index;   // update entries naming a slot >= size: dropped
-  std::uint32_t sample_blocks_done;  // blocks of the current proportional draw that finished
 };
 
 struct ReplayTreeView {
