@@ -11,13 +11,16 @@
 //   like non-finite TD errors (nonfinite) and stale generations (stale). Read the counters
 //   with a ScalarReadback at the epoch's sanctioned readback (device_counters()) and call
 //   throw_if_nonfinite.
-// - size() on the host is a shadow of the device size, exact because inserts have host-known n.
+// - size() on the host is a shadow of the device size, exact because inserts have host-known n;
+//   it counts host calls, so after CUDA-graph replays of insert_batch it is stale (the device
+//   size, in read_counters() or device_counters(), is the truth).
 #pragma once
 
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "kernels/replay/replay_state.h"
