@@ -679,6 +679,8 @@ void Tracer::stop() {
 
 bool Tracer::running() const { return state().running; }
 
+TracerOptions Tracer::options() const { return state().options; }
+
 AuditReport Tracer::snapshot() {
   {
     const InternalScope internal;

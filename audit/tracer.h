@@ -64,6 +64,8 @@ class Tracer {
   // Flushes, then unsubscribes. Counters are kept until the next start().
   void stop();
   bool running() const;
+  // The options of the running (or last) start().
+  TracerOptions options() const;
 
   // Waits for the device (uncounted), flushes every activity buffer and returns the counters
   // of every phase used so far. Call it outside the phases it reports on.

@@ -143,7 +143,9 @@ void TimedPhase::finish() {
   state_.counters["audit.h2d"] = per_iteration(c.h2d);
   state_.counters["audit.h2d_bytes"] = per_iteration(c.h2d_bytes);
   state_.counters["audit.syncs"] = per_iteration(c.syncs());
-  state_.counters["audit.um_d2h_bytes"] = per_iteration(c.um_d2h_bytes);
+  const audit::TracerOptions options = audit::Tracer::instance().options();
+  if (options.activity && options.unified_memory)  // else not measured: no counter at all
+    state_.counters["audit.um_d2h_bytes"] = per_iteration(c.um_d2h_bytes);
   state_.counters["audit.mapped_allocs"] = per_iteration(c.mapped_allocs + c.managed_allocs);
   audit::Tracer::instance().reset();
 }
