@@ -9,6 +9,7 @@
 
 #include "kernels/nn/activation.h"
 #include "kernels/nn/activation_math.cuh"
+#include "kernels/core/launch_config.h"
 #include "lib/core/error.h"
 #include "lib/core/nvtx_range.h"
 
@@ -34,10 +35,6 @@ __global__ void activation_backward(float* dx, const float* x, const float* dy, 
 }
 
 constexpr unsigned kBlock = 256;
-
-unsigned grid_for(std::size_t n) {
-  return static_cast<unsigned>(std::min<std::size_t>((n + kBlock - 1) / kBlock, 65535));
-}
 
 template <ActivationKind Kind>
 using KindConstant = std::integral_constant<ActivationKind, Kind>;
@@ -72,7 +69,7 @@ void launch_activation_forward(float* y, const float* x, std::size_t n,
   dispatch(activation, "activation_forward", [&](auto kind) {
     if (n == 0) return;
     activation_forward<decltype(kind)::value>
-        <<<grid_for(n), kBlock, 0, stream>>>(y, x, n, activation);
+        <<<grid_stride_blocks(n, kBlock), kBlock, 0, stream>>>(y, x, n, activation);
     RESIDENT_CHECK_LAUNCH("activation_forward");
   });
 }
@@ -83,7 +80,7 @@ void launch_activation_backward(float* dx, const float* x, const float* dy, std:
   const NvtxRange range("nn/activation_backward");
   dispatch(activation, "activation_backward", [&](auto kind) {
     if (n == 0) return;
-    activation_backward<decltype(kind)::value><<<grid_for(n), kBlock, 0, stream>>>(
+    activation_backward<decltype(kind)::value><<<grid_stride_blocks(n, kBlock), kBlock, 0, stream>>>(
         dx, x, dy, n, activation, mode == nn::GradMode::Accumulate);
     RESIDENT_CHECK_LAUNCH("activation_backward");
   });

@@ -3,6 +3,7 @@
 // bias_grad: one thread per column c sums dy[0..rows, c] in row order (coalesced across the
 // warp's columns), then overwrites or accumulates into dbias[c]. Deterministic.
 #include "kernels/nn/bias.h"
+#include "kernels/core/launch_config.h"
 #include "lib/core/error.h"
 #include "lib/core/nvtx_range.h"
 
@@ -26,17 +27,13 @@ __global__ void bias_grad(float* dbias, const float* dy, std::size_t rows, std::
   dbias[c] = accumulate ? dbias[c] + sum : sum;
 }
 
-unsigned grid_for(std::size_t n, unsigned block) {
-  return static_cast<unsigned>(std::min<std::size_t>((n + block - 1) / block, 65535));
-}
-
 }  // namespace
 
 void launch_add_bias(float* y, const float* bias, std::size_t rows, std::size_t cols,
                      cudaStream_t stream) {
   const NvtxRange range("nn/add_bias");
   if (rows == 0 || cols == 0) return;
-  add_bias<<<grid_for(rows * cols, 256), 256, 0, stream>>>(y, bias, rows, cols);
+  add_bias<<<grid_stride_blocks(rows * cols, 256), 256, 0, stream>>>(y, bias, rows, cols);
   RESIDENT_CHECK_LAUNCH("add_bias");
 }
 

@@ -7,6 +7,7 @@
 
 #include "kernels/core/philox.cuh"
 #include "kernels/nn/dropout.h"
+#include "kernels/core/launch_config.h"
 #include "lib/core/error.h"
 #include "lib/core/nvtx_range.h"
 
@@ -43,10 +44,6 @@ __global__ void dropout_backward(float* dx, const std::uint8_t* keep_mask, const
 
 constexpr unsigned kBlock = 256;
 
-unsigned grid_for(std::size_t n) {
-  return static_cast<unsigned>(std::min<std::size_t>((n + kBlock - 1) / kBlock, 65535));
-}
-
 // The fp32 scale 1 / keep_probability, after checking keep_probability in (0, 1].
 float checked_scale(float keep_probability, const char* op) {
   if (!(keep_probability > 0.0f && keep_probability <= 1.0f))
@@ -63,7 +60,7 @@ void launch_dropout_forward(float* y, std::uint8_t* keep_mask, const float* x, s
   const NvtxRange range("nn/dropout_forward");
   const float scale = checked_scale(keep_probability, "dropout_forward");
   if (n == 0) return;
-  dropout_forward<<<grid_for((n + 3) / 4), kBlock, 0, stream>>>(
+  dropout_forward<<<grid_stride_blocks((n + 3) / 4, kBlock), kBlock, 0, stream>>>(
       y, keep_mask, x, n, key, dropout_keep_threshold(keep_probability), scale);
   RESIDENT_CHECK_LAUNCH("dropout_forward");
 }
@@ -74,7 +71,7 @@ void launch_dropout_backward(float* dx, const std::uint8_t* keep_mask, const flo
   const NvtxRange range("nn/dropout_backward");
   const float scale = checked_scale(keep_probability, "dropout_backward");
   if (n == 0) return;
-  dropout_backward<<<grid_for(n), kBlock, 0, stream>>>(dx, keep_mask, dy, n, scale,
+  dropout_backward<<<grid_stride_blocks(n, kBlock), kBlock, 0, stream>>>(dx, keep_mask, dy, n, scale,
                                                          mode == nn::GradMode::Accumulate);
   RESIDENT_CHECK_LAUNCH("dropout_backward");
 }

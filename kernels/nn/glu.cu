@@ -5,6 +5,7 @@
 
 #include "kernels/nn/activation_math.cuh"
 #include "kernels/nn/glu.h"
+#include "kernels/core/launch_config.h"
 #include "lib/core/error.h"
 #include "lib/core/nvtx_range.h"
 
@@ -42,17 +43,13 @@ __global__ void glu_backward(float* dx, const float* x, const float* dy, std::si
 
 constexpr unsigned kBlock = 256;
 
-unsigned grid_for(std::size_t n) {
-  return static_cast<unsigned>(std::min<std::size_t>((n + kBlock - 1) / kBlock, 65535));
-}
-
 }  // namespace
 
 void launch_glu_forward(float* y, const float* x, std::size_t rows, std::size_t half,
                         cudaStream_t stream) {
   const NvtxRange range("nn/glu_forward");
   if (rows == 0 || half == 0) return;
-  glu_forward<<<grid_for(rows * half), kBlock, 0, stream>>>(y, x, rows, half);
+  glu_forward<<<grid_stride_blocks(rows * half, kBlock), kBlock, 0, stream>>>(y, x, rows, half);
   RESIDENT_CHECK_LAUNCH("glu_forward");
 }
 
@@ -60,7 +57,7 @@ void launch_glu_backward(float* dx, const float* x, const float* dy, std::size_t
                          std::size_t half, nn::GradMode mode, cudaStream_t stream) {
   const NvtxRange range("nn/glu_backward");
   if (rows == 0 || half == 0) return;
-  glu_backward<<<grid_for(rows * half), kBlock, 0, stream>>>(
+  glu_backward<<<grid_stride_blocks(rows * half, kBlock), kBlock, 0, stream>>>(
       dx, x, dy, rows, half, mode == nn::GradMode::Accumulate);
   RESIDENT_CHECK_LAUNCH("glu_backward");
 }

@@ -1,6 +1,7 @@
 // Gather of sampled rows: one thread per (draw, state element). out_states and out_next_states
 // [batch, state_dim] row-major, out_actions/out_rewards/out_dones [batch]. Overwrites.
 #include "kernels/replay/replay_kernels.h"
+#include "kernels/core/launch_config.h"
 #include "lib/core/error.h"
 #include "lib/core/nvtx_range.h"
 
@@ -37,7 +38,7 @@ void launch_gather_rows(float* out_states, std::int32_t* out_actions, float* out
                         std::uint32_t batch, cudaStream_t stream) {
   const NvtxRange range("replay/gather_rows");
   const std::uint64_t total = std::uint64_t{batch} * storage.state_dim;
-  const unsigned blocks = static_cast<unsigned>(std::min<std::uint64_t>((total + 255) / 256, 4096));
+  const unsigned blocks = grid_stride_blocks(total, 256, 4096);
   gather_rows<<<blocks, 256, 0, stream>>>(out_states, out_actions, out_rewards, out_next_states,
                                            out_dones, storage, indices, batch);
   RESIDENT_CHECK_LAUNCH("gather_rows");

@@ -13,6 +13,7 @@
 // Deterministic: every node is recomputed from its children, never accumulated.
 #include "kernels/replay/replay_kernels.h"
 #include "kernels/replay/replay_tree.cuh"
+#include "kernels/core/launch_config.h"
 #include "lib/core/error.h"
 #include "lib/core/nvtx_range.h"
 
@@ -98,7 +99,7 @@ void launch_insert_transitions(ReplayStorageView storage, ReplayTreeView tree,
   const NvtxRange range("replay/insert");
   if (n == 0) return;
   const std::uint64_t total = std::uint64_t{n} * storage.state_dim;
-  const unsigned blocks = static_cast<unsigned>(std::min<std::uint64_t>((total + 255) / 256, 4096));
+  const unsigned blocks = grid_stride_blocks(total, 256, 4096);
   copy_rows<<<blocks, 256, 0, stream>>>(storage, counters, tree.capacity, states, actions, rewards,
                                          next_states, dones, n, skipped);
   RESIDENT_CHECK_LAUNCH("copy_rows");

@@ -22,6 +22,7 @@
 #include "kernels/nn/activation.h"
 #include "lib/core/device_buffer.h"
 #include "lib/core/stream.h"
+#include "tests/nn/nn_test_support.h"
 #include "tests/reference/nn_reference.h"
 #include "tests/support/gpu.h"
 
@@ -30,6 +31,9 @@ namespace {
 using namespace resident;
 using kernels::Activation;
 using kernels::ActivationKind;
+using test::nn_support::expect_close;
+using test::nn_support::random_floats;
+using test::nn_support::to_double;
 
 constexpr double kAtol = 1e-6;
 
@@ -68,13 +72,6 @@ reference::Activation to_reference(const Activation& a) {
   return r;
 }
 
-std::vector<float> uniform_floats(std::size_t n, float bound, std::mt19937_64& rng) {
-  std::uniform_real_distribution<float> value(-bound, bound);
-  std::vector<float> v(n);
-  for (float& x : v) x = value(rng);
-  return v;
-}
-
 // Half the elements in [-3, 3], half in [-25, 25], interleaved at random.
 std::vector<float> activation_inputs(std::size_t n, std::mt19937_64& rng) {
   std::uniform_real_distribution<float> narrow(-3.0f, 3.0f), wide(-25.0f, 25.0f);
@@ -82,23 +79,6 @@ std::vector<float> activation_inputs(std::size_t n, std::mt19937_64& rng) {
   std::vector<float> v(n);
   for (float& x : v) x = coin(rng) ? narrow(rng) : wide(rng);
   return v;
-}
-
-std::vector<double> to_double(const std::vector<float>& v) { return {v.begin(), v.end()}; }
-
-// Fails on the first element out of tolerance; prints the worst share of the tolerance used.
-void expect_close(const std::vector<float>& got, const std::vector<double>& want, double rtol,
-                  const char* what) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  double worst = 0;
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    const double tolerance = kAtol + rtol * std::fabs(want[i]);
-    const double error = std::fabs(static_cast<double>(got[i]) - want[i]);
-    ASSERT_TRUE(error <= tolerance) << what << "[" << i << "]: gpu " << got[i] << ", ref " << want[i];
-    worst = std::max(worst, error / tolerance);
-  }
-  std::printf("    %-8s %7zu values, worst %.0f%% of tolerance (atol %.0e, rtol %.0e)\n", what,
-              got.size(), 100 * worst, kAtol, rtol);
 }
 
 class ActivationTest : public ::testing::TestWithParam<std::tuple<std::size_t, std::size_t>> {};
@@ -111,7 +91,7 @@ TEST_P(ActivationTest, ForwardAndBackwardMatchTheReference) {
   std::mt19937_64 rng(n * 1009 + case_index);
   const reference::Activation ref = to_reference(c.activation);
   Stream stream;
-  const std::vector<float> x = activation_inputs(n, rng), dy = uniform_floats(n, 1.0f, rng);
+  const std::vector<float> x = activation_inputs(n, rng), dy = random_floats(n, -1.0f, 1.0f, rng);
   DeviceBuffer<float> d_x(n), d_dy(n), d_y(n), d_dx(n);
   d_x.upload(x);
   d_dy.upload(dy);
@@ -120,11 +100,11 @@ TEST_P(ActivationTest, ForwardAndBackwardMatchTheReference) {
   d_y.upload(std::vector<float>(n, nan));
   kernels::launch_activation_forward(d_y.data(), d_x.data(), n, c.activation, stream.get());
   stream.synchronize();
-  expect_close(d_y.download(), reference::activation_forward(ref, to_double(x)), c.rtol, "y");
+  expect_close(d_y.download(), reference::activation_forward(ref, to_double(x)), {kAtol, c.rtol}, "y");
 
   for (const nn::GradMode mode : {nn::GradMode::Overwrite, nn::GradMode::Accumulate}) {
     const bool acc = mode == nn::GradMode::Accumulate;
-    const std::vector<float> dx0 = acc ? uniform_floats(n, 1.0f, rng) : std::vector<float>(n, nan);
+    const std::vector<float> dx0 = acc ? random_floats(n, -1.0f, 1.0f, rng) : std::vector<float>(n, nan);
     d_dx.upload(dx0);
     kernels::launch_activation_backward(d_dx.data(), d_x.data(), d_dy.data(), n, c.activation, mode,
                                         stream.get());
@@ -132,7 +112,7 @@ TEST_P(ActivationTest, ForwardAndBackwardMatchTheReference) {
     std::vector<double> rdx = to_double(dx0);
     reference::activation_backward(ref, to_double(x), to_double(dy), rdx,
                                    acc ? reference::GradMode::Accumulate : reference::GradMode::Overwrite);
-    expect_close(d_dx.download(), rdx, c.rtol, acc ? "dx acc" : "dx");
+    expect_close(d_dx.download(), rdx, {kAtol, c.rtol}, acc ? "dx acc" : "dx");
   }
 }
 

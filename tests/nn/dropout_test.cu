@@ -28,6 +28,7 @@
 #include "lib/core/device_buffer.h"
 #include "lib/core/philox.h"
 #include "lib/core/stream.h"
+#include "tests/nn/nn_test_support.h"
 #include "tests/reference/nn_reference.h"
 #include "tests/reference/philox_reference.h"
 #include "tests/support/gpu.h"
@@ -35,33 +36,14 @@
 namespace {
 
 using namespace resident;
+using test::nn_support::expect_close;
+using test::nn_support::random_floats;
+using test::nn_support::to_double;
 
 constexpr double kAtol = 1e-7;
 constexpr double kRtol = 1e-6;
 constexpr std::size_t kLarge = 1000003;
 constexpr double kMaxZ = 5.0;  // two-sided, about 6e-7 false-alarm rate per pinned-seed check
-
-std::vector<float> uniform_floats(std::size_t n, std::mt19937_64& rng) {
-  std::uniform_real_distribution<float> value(-1.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = value(rng);
-  return v;
-}
-
-std::vector<double> to_double(const std::vector<float>& v) { return {v.begin(), v.end()}; }
-
-// Fails on the first element out of tolerance; prints the worst share of the tolerance used.
-void expect_close(const std::vector<float>& got, const std::vector<double>& want, const char* what) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  double worst = 0;
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    const double tolerance = kAtol + kRtol * std::fabs(want[i]);
-    const double error = std::fabs(static_cast<double>(got[i]) - want[i]);
-    ASSERT_TRUE(error <= tolerance) << what << "[" << i << "]: gpu " << got[i] << ", ref " << want[i];
-    worst = std::max(worst, error / tolerance);
-  }
-  std::printf("    %-8s %7zu values, worst %.0f%% of tolerance\n", what, got.size(), 100 * worst);
-}
 
 // The mask the contract in kernels/nn/dropout.h promises, from the CPU Philox reference.
 std::vector<std::uint8_t> expected_mask(std::size_t n, float keep_probability, PhiloxKey key) {
@@ -128,7 +110,7 @@ TEST(DropoutMask, IsTheDocumentedFunctionOfTheKeyAndReproducible) {
   RESIDENT_REQUIRE_GPU();
   std::mt19937_64 rng(7001);
   Stream stream;
-  const std::vector<float> x = uniform_floats(kLarge, rng);
+  const std::vector<float> x = random_floats(kLarge, -1.0f, 1.0f, rng);
   DeviceBuffer<float> d_x(kLarge);
   d_x.upload(x);
   const float p = 0.5f;
@@ -163,7 +145,7 @@ TEST(DropoutMask, KeepRateIsWithinSamplingErrorOfP) {
   std::mt19937_64 rng(7002);
   Stream stream;
   DeviceBuffer<float> d_x(kLarge);
-  d_x.upload(uniform_floats(kLarge, rng));
+  d_x.upload(random_floats(kLarge, -1.0f, 1.0f, rng));
   PhiloxStream philox(99, 0);
   for (const float p : {0.1f, 0.5f, 0.9f}) {
     for (int trial = 0; trial < 3; ++trial) {
@@ -188,7 +170,7 @@ TEST_P(DropoutTest, ForwardAndBackwardMatchTheReferenceGivenTheMask) {
   std::printf("  n %zu, keep probability %.2f\n", n, p);
   std::mt19937_64 rng(n * 31 + static_cast<std::uint64_t>(p * 100));
   Stream stream;
-  const std::vector<float> x = uniform_floats(n, rng), dy = uniform_floats(n, rng);
+  const std::vector<float> x = random_floats(n, -1.0f, 1.0f, rng), dy = random_floats(n, -1.0f, 1.0f, rng);
   DeviceBuffer<float> d_x(n), d_dy(n), d_dx(n);
   DeviceBuffer<std::uint8_t> d_mask(n);
   d_x.upload(x);
@@ -200,7 +182,7 @@ TEST_P(DropoutTest, ForwardAndBackwardMatchTheReferenceGivenTheMask) {
   const ForwardResult forward = run_forward(d_x, p, key, stream);
   for (std::size_t i = 0; i < n; ++i) ASSERT_LE(forward.mask[i], 1) << "mask[" << i << "]";
   std::printf("    kept %zu of %zu\n", count_kept(forward.mask), n);
-  expect_close(forward.y, reference::dropout_forward(to_double(x), forward.mask, p), "y");
+  expect_close(forward.y, reference::dropout_forward(to_double(x), forward.mask, p), {kAtol, kRtol}, "y");
   if (p == 1.0f) {
     EXPECT_EQ(count_kept(forward.mask), n) << "p = 1 must keep everything";
     EXPECT_TRUE(same_bits(forward.y, x)) << "p = 1 must be the identity";
@@ -210,7 +192,7 @@ TEST_P(DropoutTest, ForwardAndBackwardMatchTheReferenceGivenTheMask) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   for (const nn::GradMode mode : {nn::GradMode::Overwrite, nn::GradMode::Accumulate}) {
     const bool acc = mode == nn::GradMode::Accumulate;
-    const std::vector<float> dx0 = acc ? uniform_floats(n, rng) : std::vector<float>(n, nan);
+    const std::vector<float> dx0 = acc ? random_floats(n, -1.0f, 1.0f, rng) : std::vector<float>(n, nan);
     d_dx.upload(dx0);
     kernels::launch_dropout_backward(d_dx.data(), d_mask.data(), d_dy.data(), n, p, mode, stream.get());
     stream.synchronize();
@@ -218,7 +200,7 @@ TEST_P(DropoutTest, ForwardAndBackwardMatchTheReferenceGivenTheMask) {
     std::vector<double> rdx = to_double(dx0);
     reference::dropout_backward(forward.mask, p, to_double(dy), rdx,
                                 acc ? reference::GradMode::Accumulate : reference::GradMode::Overwrite);
-    expect_close(dx, rdx, acc ? "dx acc" : "dx");
+    expect_close(dx, rdx, {kAtol, kRtol}, acc ? "dx acc" : "dx");
     if (p == 1.0f && !acc) EXPECT_TRUE(same_bits(dx, dy)) << "p = 1 backward must be the identity";
   }
 }

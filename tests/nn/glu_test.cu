@@ -17,22 +17,19 @@
 #include "kernels/nn/glu.h"
 #include "lib/core/device_buffer.h"
 #include "lib/core/stream.h"
+#include "tests/nn/nn_test_support.h"
 #include "tests/reference/nn_reference.h"
 #include "tests/support/gpu.h"
 
 namespace {
 
 using namespace resident;
+using test::nn_support::expect_close;
+using test::nn_support::random_floats;
+using test::nn_support::to_double;
 
 constexpr double kAtol = 1e-6;
 constexpr double kRtol = 1e-5;
-
-std::vector<float> uniform_floats(std::size_t n, float bound, std::mt19937_64& rng) {
-  std::uniform_real_distribution<float> value(-bound, bound);
-  std::vector<float> v(n);
-  for (float& x : v) x = value(rng);
-  return v;
-}
 
 // Half the elements in [-3, 3], half in [-25, 25], interleaved at random.
 std::vector<float> glu_inputs(std::size_t n, std::mt19937_64& rng) {
@@ -41,21 +38,6 @@ std::vector<float> glu_inputs(std::size_t n, std::mt19937_64& rng) {
   std::vector<float> v(n);
   for (float& x : v) x = coin(rng) ? narrow(rng) : wide(rng);
   return v;
-}
-
-std::vector<double> to_double(const std::vector<float>& v) { return {v.begin(), v.end()}; }
-
-// Fails on the first element out of tolerance; prints the worst share of the tolerance used.
-void expect_close(const std::vector<float>& got, const std::vector<double>& want, const char* what) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  double worst = 0;
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    const double tolerance = kAtol + kRtol * std::fabs(want[i]);
-    const double error = std::fabs(static_cast<double>(got[i]) - want[i]);
-    ASSERT_TRUE(error <= tolerance) << what << "[" << i << "]: gpu " << got[i] << ", ref " << want[i];
-    worst = std::max(worst, error / tolerance);
-  }
-  std::printf("    %-8s %7zu values, worst %.0f%% of tolerance\n", what, got.size(), 100 * worst);
 }
 
 class GluTest : public ::testing::TestWithParam<std::tuple<std::size_t, std::size_t>> {};
@@ -67,7 +49,7 @@ TEST_P(GluTest, ForwardAndBackwardMatchTheReference) {
   std::mt19937_64 rng(rows * 1000003 + half);
   Stream stream;
   const std::size_t in_size = rows * 2 * half, out_size = rows * half;
-  const std::vector<float> x = glu_inputs(in_size, rng), dy = uniform_floats(out_size, 1.0f, rng);
+  const std::vector<float> x = glu_inputs(in_size, rng), dy = random_floats(out_size, -1.0f, 1.0f, rng);
   DeviceBuffer<float> d_x(in_size), d_dy(out_size), d_y(out_size), d_dx(in_size);
   d_x.upload(x);
   d_dy.upload(dy);
@@ -76,18 +58,18 @@ TEST_P(GluTest, ForwardAndBackwardMatchTheReference) {
   d_y.upload(std::vector<float>(out_size, nan));
   kernels::launch_glu_forward(d_y.data(), d_x.data(), rows, half, stream.get());
   stream.synchronize();
-  expect_close(d_y.download(), reference::glu_forward(rows, half, to_double(x)), "y");
+  expect_close(d_y.download(), reference::glu_forward(rows, half, to_double(x)), {kAtol, kRtol}, "y");
 
   for (const nn::GradMode mode : {nn::GradMode::Overwrite, nn::GradMode::Accumulate}) {
     const bool acc = mode == nn::GradMode::Accumulate;
-    const std::vector<float> dx0 = acc ? uniform_floats(in_size, 1.0f, rng) : std::vector<float>(in_size, nan);
+    const std::vector<float> dx0 = acc ? random_floats(in_size, -1.0f, 1.0f, rng) : std::vector<float>(in_size, nan);
     d_dx.upload(dx0);
     kernels::launch_glu_backward(d_dx.data(), d_x.data(), d_dy.data(), rows, half, mode, stream.get());
     stream.synchronize();
     std::vector<double> rdx = to_double(dx0);
     reference::glu_backward(rows, half, to_double(x), to_double(dy), rdx,
                             acc ? reference::GradMode::Accumulate : reference::GradMode::Overwrite);
-    expect_close(d_dx.download(), rdx, acc ? "dx acc" : "dx");
+    expect_close(d_dx.download(), rdx, {kAtol, kRtol}, acc ? "dx acc" : "dx");
   }
 }
 

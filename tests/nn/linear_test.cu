@@ -14,37 +14,19 @@
 #include "lib/core/device_buffer.h"
 #include "lib/core/stream.h"
 #include "lib/nn/linear.h"
+#include "tests/nn/nn_test_support.h"
 #include "tests/reference/nn_reference.h"
 #include "tests/support/gpu.h"
 
 namespace {
 
 using namespace resident;
+using test::nn_support::expect_close;
+using test::nn_support::random_floats;
+using test::nn_support::to_double;
 
 constexpr double kAtol = 1e-5;
 constexpr double kRtol = 1e-4;
-
-std::vector<float> random_floats(std::size_t n, std::mt19937_64& rng) {
-  std::uniform_real_distribution<float> value(-1.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = value(rng);
-  return v;
-}
-
-std::vector<double> to_double(const std::vector<float>& v) { return {v.begin(), v.end()}; }
-
-// Fails on the first element out of tolerance; prints the worst share of the tolerance used.
-void expect_close(const std::vector<float>& got, const std::vector<double>& want, const char* what) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  double worst = 0;
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    const double tolerance = kAtol + kRtol * std::fabs(want[i]);
-    const double error = std::fabs(static_cast<double>(got[i]) - want[i]);
-    ASSERT_TRUE(error <= tolerance) << what << "[" << i << "]: gpu " << got[i] << ", ref " << want[i];
-    worst = std::max(worst, error / tolerance);
-  }
-  std::printf("    %-8s %6zu values, worst %.0f%% of tolerance\n", what, got.size(), 100 * worst);
-}
 
 class LinearTest : public ::testing::TestWithParam<std::tuple<std::size_t, std::size_t, std::size_t>> {};
 
@@ -54,8 +36,10 @@ TEST_P(LinearTest, ForwardAndBackwardMatchTheReference) {
   std::printf("  batch %zu, in %zu, out %zu\n", batch, in, out);
   std::mt19937_64 rng(batch * 1000003 + in * 1009 + out);
   StreamContext context;
-  const std::vector<float> x = random_floats(batch * in, rng), w = random_floats(out * in, rng),
-                           b = random_floats(out, rng), dy = random_floats(batch * out, rng);
+  const std::vector<float> x = random_floats(batch * in, -1.0f, 1.0f, rng);
+  const std::vector<float> w = random_floats(out * in, -1.0f, 1.0f, rng);
+  const std::vector<float> b = random_floats(out, -1.0f, 1.0f, rng);
+  const std::vector<float> dy = random_floats(batch * out, -1.0f, 1.0f, rng);
   DeviceBuffer<float> d_x(x.size()), d_w(w.size()), d_b(b.size()), d_dy(dy.size()), d_y(batch * out);
   d_x.upload(x);
   d_w.upload(w);
@@ -69,16 +53,18 @@ TEST_P(LinearTest, ForwardAndBackwardMatchTheReference) {
     nn::linear_forward(context, shape, d_y.data(), d_x.data(), d_w.data(), with_bias ? d_b.data() : nullptr);
     context.synchronize();
     const std::vector<double> ref_b = with_bias ? to_double(b) : std::vector<double>{};
-    expect_close(d_y.download(), reference::linear_forward(ref_shape, to_double(x), to_double(w), ref_b),
-                 with_bias ? "y" : "y nobias");
+    expect_close(d_y.download(),
+                 reference::linear_forward(ref_shape, to_double(x), to_double(w), ref_b),
+                 {kAtol, kRtol}, with_bias ? "y" : "y nobias");
   }
 
   for (const nn::GradMode mode : {nn::GradMode::Overwrite, nn::GradMode::Accumulate}) {
     const bool acc = mode == nn::GradMode::Accumulate;
     const float nan = std::numeric_limits<float>::quiet_NaN();
-    const std::vector<float> dx0 = acc ? random_floats(batch * in, rng) : std::vector<float>(batch * in, nan);
-    const std::vector<float> dw0 = acc ? random_floats(out * in, rng) : std::vector<float>(out * in, nan);
-    const std::vector<float> db0 = acc ? random_floats(out, rng) : std::vector<float>(out, nan);
+    const auto initial = [&](std::size_t n) {  // accumulate: random; overwrite: NaN poison
+      return acc ? random_floats(n, -1.0f, 1.0f, rng) : std::vector<float>(n, nan);
+    };
+    const std::vector<float> dx0 = initial(batch * in), dw0 = initial(out * in), db0 = initial(out);
     DeviceBuffer<float> d_dx(dx0.size()), d_dw(dw0.size()), d_db(db0.size());
     d_dx.upload(dx0);
     d_dw.upload(dw0);
@@ -89,9 +75,9 @@ TEST_P(LinearTest, ForwardAndBackwardMatchTheReference) {
     std::vector<double> rdx = to_double(dx0), rdw = to_double(dw0), rdb = to_double(db0);
     reference::linear_backward(ref_shape, to_double(x), to_double(w), to_double(dy), {rdx, rdw, rdb},
                                acc ? reference::GradMode::Accumulate : reference::GradMode::Overwrite);
-    expect_close(d_dx.download(), rdx, acc ? "dx acc" : "dx");
-    expect_close(d_dw.download(), rdw, acc ? "dW acc" : "dW");
-    expect_close(d_db.download(), rdb, acc ? "db acc" : "db");
+    expect_close(d_dx.download(), rdx, {kAtol, kRtol}, acc ? "dx acc" : "dx");
+    expect_close(d_dw.download(), rdw, {kAtol, kRtol}, acc ? "dW acc" : "dW");
+    expect_close(d_db.download(), rdb, {kAtol, kRtol}, acc ? "db acc" : "db");
   }
 }
 

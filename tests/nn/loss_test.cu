@@ -28,19 +28,19 @@
 #include "lib/core/device_buffer.h"
 #include "lib/core/error.h"
 #include "lib/core/stream.h"
-#include "tests/nn/row_ops_test_util.h"
+#include "tests/nn/nn_test_support.h"
 #include "tests/reference/nn_reference.h"
 #include "tests/support/gpu.h"
 
 namespace {
 
 using namespace resident;
-using test::rowops::bit_identical;
-using test::rowops::expect_close;
-using test::rowops::nans;
-using test::rowops::random_floats;
-using test::rowops::to_double;
-using test::rowops::Tolerance;
+using test::nn_support::bit_identical;
+using test::nn_support::expect_close;
+using test::nn_support::nans;
+using test::nn_support::random_floats;
+using test::nn_support::to_double;
+using test::nn_support::Tolerance;
 
 constexpr Tolerance kLoss{1e-7, 1e-5};
 constexpr Tolerance kGrad{2e-7, 1e-5};

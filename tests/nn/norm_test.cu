@@ -30,18 +30,18 @@
 #include "lib/core/device_buffer.h"
 #include "lib/core/error.h"
 #include "lib/core/stream.h"
-#include "tests/nn/row_ops_test_util.h"
+#include "tests/nn/nn_test_support.h"
 #include "tests/reference/nn_reference.h"
 #include "tests/support/gpu.h"
 
 namespace {
 
 using namespace resident;
-using test::rowops::expect_close;
-using test::rowops::nans;
-using test::rowops::random_floats;
-using test::rowops::to_double;
-using test::rowops::Tolerance;
+using test::nn_support::expect_close;
+using test::nn_support::nans;
+using test::nn_support::random_floats;
+using test::nn_support::to_double;
+using test::nn_support::Tolerance;
 
 constexpr float kEps = 1e-5f;
 constexpr Tolerance kY{1e-5, 1e-4};
@@ -195,7 +195,7 @@ TEST_P(NormTest, LayerNormMatchesTheReference) {
     ASSERT_NO_FATAL_FAILURE(expect_close(d_dx.download(), want_dx, kDx, "dx alone"));
     ASSERT_NO_FATAL_FAILURE(
         expect_close(d_dgamma.download(), want_dgamma, param_tolerance(c.rows), "dgamma alone"));
-    EXPECT_TRUE(test::rowops::bit_identical(d_dbeta.download(), dbeta_before)) << "dbeta touched";
+    EXPECT_TRUE(test::nn_support::bit_identical(d_dbeta.download(), dbeta_before)) << "dbeta touched";
   }
 }
 
@@ -299,7 +299,7 @@ TEST_P(NormTest, Deterministic) {
                          "ln dbeta", "rms y",   "rms rstd", "rms dx", "rms dgamma"};
   ASSERT_EQ(runs[0].size(), std::size(names));
   for (std::size_t k = 0; k < runs[0].size(); ++k)
-    EXPECT_TRUE(test::rowops::bit_identical(runs[0][k], runs[1][k])) << names[k];
+    EXPECT_TRUE(test::nn_support::bit_identical(runs[0][k], runs[1][k])) << names[k];
 }
 
 INSTANTIATE_TEST_SUITE_P(EdgeSizes, NormTest,

@@ -26,15 +26,15 @@
 #include "lib/core/device_buffer.h"
 #include "lib/core/error.h"
 #include "lib/core/stream.h"
-#include "tests/nn/row_ops_test_util.h"
+#include "tests/nn/nn_test_support.h"
 #include "tests/reference/nn_reference.h"
 #include "tests/support/gpu.h"
 
 namespace {
 
 using namespace resident;
-using test::rowops::expect_close;
-using test::rowops::Tolerance;
+using test::nn_support::expect_close;
+using test::nn_support::Tolerance;
 
 constexpr Tolerance kSoftmaxY{1e-8, 1e-5};
 constexpr Tolerance kLogSoftmaxY{1e-5, 1e-5};
@@ -100,7 +100,7 @@ void backward(const Kind& kind, float* dx, const float* y, const float* dy, cons
 }
 
 std::vector<float> random_logits(const Case& c, std::mt19937_64& rng) {
-  std::vector<float> x = test::rowops::random_floats(c.rows * c.cols, -4.0f, 4.0f, rng);
+  std::vector<float> x = test::nn_support::random_floats(c.rows * c.cols, -4.0f, 4.0f, rng);
   for (std::size_t col = 0; col < c.cols; ++col) x[col] += kShift;
   return x;
 }
@@ -116,15 +116,15 @@ TEST_P(SoftmaxTest, ForwardAndBackwardMatchTheReference) {
   std::mt19937_64 rng(c.rows * 1000003 + c.cols * 7 + (c.mask == nn::SoftmaxMask::Causal));
   Stream stream;
   const std::vector<float> x = random_logits(c, rng);
-  const std::vector<float> dy = test::rowops::random_floats(n, -1.0f, 1.0f, rng);
-  const std::vector<double> xd = test::rowops::to_double(x), dyd = test::rowops::to_double(dy);
+  const std::vector<float> dy = test::nn_support::random_floats(n, -1.0f, 1.0f, rng);
+  const std::vector<double> xd = test::nn_support::to_double(x), dyd = test::nn_support::to_double(dy);
   DeviceBuffer<float> d_x(n), d_y(n), d_dy(n), d_dx(n);
   d_x.upload(x);
   d_dy.upload(dy);
 
   for (const Kind& kind : kKinds) {
     const std::string name = kind.name;
-    d_y.upload(test::rowops::nans(n));
+    d_y.upload(test::nn_support::nans(n));
     forward(kind, d_y.data(), d_x.data(), c, stream.get());
     stream.synchronize();
     const std::vector<float> y = d_y.download();
@@ -140,12 +140,12 @@ TEST_P(SoftmaxTest, ForwardAndBackwardMatchTheReference) {
     for (const nn::GradMode mode : {nn::GradMode::Overwrite, nn::GradMode::Accumulate}) {
       const bool acc = mode == nn::GradMode::Accumulate;
       const std::vector<float> dx0 =
-          acc ? test::rowops::random_floats(n, -1.0f, 1.0f, rng) : test::rowops::nans(n);
+          acc ? test::nn_support::random_floats(n, -1.0f, 1.0f, rng) : test::nn_support::nans(n);
       d_dx.upload(dx0);
       backward(kind, d_dx.data(), d_y.data(), d_dy.data(), c, mode, stream.get());
       stream.synchronize();
       const std::vector<float> dx = d_dx.download();
-      std::vector<double> want_dx = test::rowops::to_double(dx0);
+      std::vector<double> want_dx = test::nn_support::to_double(dx0);
       if (kind.log)
         reference::log_softmax_backward(c.rows, c.cols, xd, dyd, reference_mask(c.mask), want_dx,
                                         reference_mode(mode));
@@ -169,13 +169,13 @@ TEST_P(SoftmaxTest, DeterministicAndInPlace) {
   const std::vector<float> x = random_logits(c, rng);
   DeviceBuffer<float> d_x(n), d_y(n), d_inplace(n), d_dy(n), d_dx(n);
   d_x.upload(x);
-  d_dy.upload(test::rowops::random_floats(n, -1.0f, 1.0f, rng));
+  d_dy.upload(test::nn_support::random_floats(n, -1.0f, 1.0f, rng));
 
   for (const Kind& kind : kKinds) {
     std::vector<float> runs[2][2];  // [run][y, dx]
     for (auto& run : runs) {
-      d_y.upload(test::rowops::nans(n));
-      d_dx.upload(test::rowops::nans(n));
+      d_y.upload(test::nn_support::nans(n));
+      d_dx.upload(test::nn_support::nans(n));
       forward(kind, d_y.data(), d_x.data(), c, stream.get());
       backward(kind, d_dx.data(), d_y.data(), d_dy.data(), c, nn::GradMode::Overwrite,
                stream.get());
@@ -183,13 +183,13 @@ TEST_P(SoftmaxTest, DeterministicAndInPlace) {
       run[0] = d_y.download();
       run[1] = d_dx.download();
     }
-    EXPECT_TRUE(test::rowops::bit_identical(runs[0][0], runs[1][0])) << kind.name << " y";
-    EXPECT_TRUE(test::rowops::bit_identical(runs[0][1], runs[1][1])) << kind.name << " dx";
+    EXPECT_TRUE(test::nn_support::bit_identical(runs[0][0], runs[1][0])) << kind.name << " y";
+    EXPECT_TRUE(test::nn_support::bit_identical(runs[0][1], runs[1][1])) << kind.name << " dx";
 
     d_inplace.upload(x);
     forward(kind, d_inplace.data(), d_inplace.data(), c, stream.get());
     stream.synchronize();
-    EXPECT_TRUE(test::rowops::bit_identical(d_inplace.download(), runs[0][0]))
+    EXPECT_TRUE(test::nn_support::bit_identical(d_inplace.download(), runs[0][0]))
         << kind.name << " in place";
   }
 }

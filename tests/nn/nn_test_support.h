@@ -1,5 +1,4 @@
-// Helpers of the GPU tests of the row-wise ops and losses (softmax_test, norm_test, loss_test):
-// seeded random inputs, NaN-poisoned outputs, the tolerance check |gpu - ref| <= atol +
+// Helpers of the nn kit's GPU tests: seeded random inputs, NaN-poisoned outputs, the tolerance check |gpu - ref| <= atol +
 // rtol * |ref| that prints the worst share of the tolerance used, and bitwise comparison.
 #pragma once
 
@@ -14,7 +13,7 @@
 #include <string>
 #include <vector>
 
-namespace resident::test::rowops {
+namespace resident::test::nn_support {
 
 struct Tolerance {
   double atol = 0.0;
@@ -71,4 +70,4 @@ inline bool bit_identical(const std::vector<float>& a, const std::vector<float>&
          (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
 }
 
-}  // namespace resident::test::rowops
+}  // namespace resident::test::nn_support
