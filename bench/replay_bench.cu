@@ -4,7 +4,8 @@
 //   per_step/resident_eager  GPU buffer, launched eagerly
 //   per_step/host_staged     CPU sum-tree, plus the batch upload and the TD-error download
 // swept over capacity 1e3..1e7 and B in {256, 1024}. Also insert throughput and the
-// rank-based step (a device radix sort of all priorities, then the draw).
+// rank-based step (a device radix sort of all priorities, then the draw), and each half of the
+// graph-replayed step alone (step_part/sample_gather, step_part/update).
 #include <benchmark/benchmark.h>
 #include <curand.h>
 
@@ -12,6 +13,7 @@
 #include <cstring>
 #include <memory>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "bench/harness.h"
@@ -84,7 +86,10 @@ DeviceBuffer<float> device_td_errors(std::size_t batch) {
   return d;
 }
 
-void BM_gpu_step(benchmark::State& state, ReplayPriorityMode mode, bool graphed) {
+// Which part of the step a row times: all of it, or one half (to see where the time goes).
+enum class StepPart { kWhole, kSampleOnly, kUpdateOnly };
+
+void BM_gpu_step(benchmark::State& state, ReplayPriorityMode mode, bool graphed, StepPart part) {
   const auto capacity = static_cast<std::size_t>(state.range(0));
   const auto batch = static_cast<std::size_t>(state.range(1));
   Stream stream;
@@ -95,9 +100,14 @@ void BM_gpu_step(benchmark::State& state, ReplayPriorityMode mode, bool graphed)
     stream.synchronize();
   }
   const DeviceBuffer<float> td = device_td_errors(batch);
+  const DeviceSampledBatch drawn = gpu.sample(batch);  // the slots an update-only row updates
   const auto step = [&] {
+    if (part == StepPart::kUpdateOnly) {
+      gpu.update_priorities(drawn.indices, drawn.generations, td.data(), batch);
+      return;
+    }
     const DeviceSampledBatch b = gpu.sample(batch);
-    gpu.update_priorities(b.indices, b.generations, td.data(), batch);
+    if (part == StepPart::kWhole) gpu.update_priorities(b.indices, b.generations, td.data(), batch);
   };
   cudaGraphExec_t exec = nullptr;
   if (graphed) {
@@ -220,12 +230,21 @@ int main(int argc, char** argv) {
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 2;
   bench::add_context();
   capacity_by_batch(bench::configure(benchmark::RegisterBenchmark(
-      "per_step/resident", BM_gpu_step, ReplayPriorityMode::Proportional, true)));
+      "per_step/resident", BM_gpu_step, ReplayPriorityMode::Proportional, true, StepPart::kWhole)));
   capacity_by_batch(bench::configure(benchmark::RegisterBenchmark(
-      "per_step/resident_eager", BM_gpu_step, ReplayPriorityMode::Proportional, false)));
+      "per_step/resident_eager", BM_gpu_step, ReplayPriorityMode::Proportional, false,
+      StepPart::kWhole)));
+  for (const auto& [name, part] : {std::pair{"step_part/sample_gather", StepPart::kSampleOnly},
+                                   std::pair{"step_part/update", StepPart::kUpdateOnly}})
+    bench::configure(benchmark::RegisterBenchmark(name, BM_gpu_step, ReplayPriorityMode::Proportional,
+                                                  true, part))
+        ->ArgNames({"capacity", "batch"})
+        ->Args({1'000, 256})
+        ->Args({1'000'000, 256})
+        ->Args({10'000'000, 256});
   capacity_by_batch(bench::configure(benchmark::RegisterBenchmark("per_step/host_staged", BM_host_staged_step)));
   bench::configure(benchmark::RegisterBenchmark("rank_step/resident", BM_gpu_step,
-                                                ReplayPriorityMode::Rank, true))
+                                                ReplayPriorityMode::Rank, true, StepPart::kWhole))
       ->ArgNames({"capacity", "batch"})
       ->Args({10'000, 256})
       ->Args({100'000, 256})
