@@ -116,6 +116,13 @@ void TimedPhase::record_stop_and_set_time() {
   float ms = 0;
   check_cuda(cudaEventElapsedTime(&ms, start_, stop_), "cudaEventElapsedTime");
   state_.SetIterationTime(static_cast<double>(ms) * 1e-3);
+  timed_seconds_ += static_cast<double>(ms) * 1e-3;
+}
+
+void TimedPhase::set_rate(const char* name, double per_iteration) {
+  if (timed_seconds_ <= 0.0) return;
+  state_.counters[name] =
+      per_iteration * static_cast<double>(state_.iterations()) / timed_seconds_;
 }
 
 void TimedPhase::wait() { check_cuda(cudaStreamSynchronize(stream_), "cudaStreamSynchronize"); }

@@ -59,6 +59,11 @@ class TimedPhase {
 
   // Attaches the audit counters (per iteration) and the contract to the row.
   void finish();
+  // Sum of the timed iterations' CUDA-event times. Rates must be computed from this: Google
+  // Benchmark's kIsRate divides by CPU time, not by the manual time.
+  double timed_seconds() const noexcept { return timed_seconds_; }
+  // counters[name] = per_iteration * iterations / timed_seconds().
+  void set_rate(const char* name, double per_iteration);
 
  private:
   void record_start();
@@ -71,6 +76,7 @@ class TimedPhase {
   cudaStream_t stream_;
   cudaEvent_t start_ = nullptr;
   cudaEvent_t stop_ = nullptr;
+  double timed_seconds_ = 0.0;
 };
 
 // Aborts the benchmark run with a message (CUDA failure in a bench is not a result).

@@ -128,8 +128,7 @@ void BM_gpu_step(benchmark::State& state, ReplayPriorityMode mode, bool graphed,
   timed.warm_up(body, 10);
   for (auto _ : state) timed.iteration(body);
   timed.finish();
-  state.counters["samples_per_s"] = benchmark::Counter(
-      static_cast<double>(batch) * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+  timed.set_rate("samples_per_s", static_cast<double>(batch));
   if (exec != nullptr) (void)cudaGraphExecDestroy(exec);
 }
 
@@ -197,8 +196,7 @@ void BM_host_staged_step(benchmark::State& state) {
   timed.warm_up(body, 10);
   for (auto _ : state) timed.iteration(body);
   timed.finish();
-  state.counters["samples_per_s"] = benchmark::Counter(
-      static_cast<double>(batch) * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+  timed.set_rate("samples_per_s", static_cast<double>(batch));
 }
 
 void BM_gpu_insert(benchmark::State& state) {
@@ -212,8 +210,7 @@ void BM_gpu_insert(benchmark::State& state) {
   timed.warm_up(body, 10);
   for (auto _ : state) timed.iteration(body);
   timed.finish();
-  state.counters["rows_per_s"] = benchmark::Counter(
-      static_cast<double>(rows) * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+  timed.set_rate("rows_per_s", static_cast<double>(rows));
 }
 
 void capacity_by_batch(benchmark::internal::Benchmark* b) {

@@ -1,0 +1,78 @@
+// Mlp: Linear layers, each but the last followed by the hidden activation, over one ParamSlab.
+//
+//   ParamSlab slab;
+//   Mlp mlp({.widths = {64, 256, 256, 3}}, /*max_batch=*/256, slab);  // declares its tensors
+//   slab.finalize();
+//   ScratchPlan plan;  mlp.plan(plan);  ScratchArena arena(plan.bytes());  mlp.bind(arena);
+//   mlp.init_parameters(seed, stream);                                    // setup: uploads
+//   const float* y = mlp.forward(context, x, batch);                      // hot path
+//   mlp.backward(context, x, dy, /*dx=*/nullptr, batch);                  // accumulates grads
+//
+// Tensors "<name>.<l>.weight" [out, in] (weight decay) and "<name>.<l>.bias" [out] (no decay).
+// Forward saves each layer's pre-activation z_l and activation a_l [batch, width] in the arena
+// (overwritten by every forward); the backward reads them, so it must follow the forward of the
+// same x. Parameter gradients ACCUMULATE into the slab's grads (zero them once per step); dx,
+// when asked for, is overwritten. All work on the context's stream; no allocation, no host
+// synchronization: forward and backward are graph-capturable.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kernels/nn/activation.h"
+#include "lib/core/scratch_arena.h"
+#include "lib/core/stream.h"
+#include "lib/nn/param_slab.h"
+
+namespace resident::nn {
+
+struct MlpConfig {
+  std::vector<std::size_t> widths;  // {in, hidden..., out}, at least two, each >= 1
+  kernels::Activation hidden_activation{};  // after every layer but the last (default ReLU)
+  bool bias = true;
+  std::string name = "mlp";
+};
+
+class Mlp {
+ public:
+  // Validates the config (throws resident::Error naming the field) and declares the tensors.
+  Mlp(MlpConfig config, std::size_t max_batch, ParamSlab& slab);
+
+  // Adds the arena regions of the saved tensors and gradient scratch for max_batch rows.
+  void plan(ScratchPlan& plan) const;
+  // Takes those regions (after slab.finalize()); call once, in plan()'s order.
+  void bind(ScratchArena& arena);
+  // Setup: Kaiming-uniform weights (fan_in, ReLU gain) from `seed`, zero biases; uploads.
+  void init_parameters(std::uint64_t seed, cudaStream_t stream);
+
+  // y [batch, out], in the arena, valid until the next forward. batch <= max_batch.
+  const float* forward(const StreamContext& context, const float* x, std::size_t batch);
+  // dy [batch, out] -> parameter grads (accumulated) and dx [batch, in] (overwritten; null: skip).
+  void backward(const StreamContext& context, const float* x, const float* dy, float* dx,
+                std::size_t batch);
+
+  std::size_t layers() const noexcept { return config_.widths.size() - 1; }
+  std::size_t in_features() const noexcept { return config_.widths.front(); }
+  std::size_t out_features() const noexcept { return config_.widths.back(); }
+  const MlpConfig& config() const noexcept { return config_; }
+  std::string weight_name(std::size_t layer) const;
+  std::string bias_name(std::size_t layer) const;
+  // FLOPs of one forward + backward at `batch` (2 per multiply-add: forward, dx, dW GEMMs).
+  double train_flops(std::size_t batch) const;
+
+ private:
+  void check_batch(const char* call, std::size_t batch) const;
+
+  MlpConfig config_;
+  std::size_t max_batch_;
+  ParamSlab* slab_;
+  std::size_t max_width_ = 0;
+  std::vector<float*> pre_activation_;  // z_l [max_batch, widths[l+1]]
+  std::vector<float*> activation_;      // a_l [max_batch, widths[l+1]] (hidden layers)
+  float* gradient_a_ = nullptr;         // [max_batch, max_width] ping
+  float* gradient_b_ = nullptr;         // [max_batch, max_width] pong
+};
+
+}  // namespace resident::nn

@@ -1,0 +1,59 @@
+#include "lib/nn/regression_step.h"
+
+#include "kernels/nn/losses.h"
+#include "lib/core/error.h"
+
+namespace resident::nn {
+
+RegressionStep::RegressionStep(Mlp& mlp, ParamSlab& slab, RegressionStepConfig config,
+                               const float* x, const float* target, std::size_t batch)
+    : mlp_(mlp),
+      slab_(slab),
+      config_(config),
+      x_(x),
+      target_(target),
+      batch_(batch),
+      loss_(1),
+      partials_(kernels::loss_partials_count(batch * mlp.out_features())),
+      dy_(batch * mlp.out_features()) {}
+
+RegressionStep::~RegressionStep() {
+  if (graph_ != nullptr) (void)cudaGraphExecDestroy(graph_);
+}
+
+void RegressionStep::run(const StreamContext& context) {
+  const cudaStream_t stream = context.stream();
+  const std::size_t n = batch_ * mlp_.out_features();
+  slab_.zero_grads(stream);
+  const float* y = mlp_.forward(context, x_, batch_);
+  kernels::launch_mse_loss(loss_.data(), partials_.data(), partials_.size(), y, target_, n, stream);
+  kernels::launch_mse_loss_backward(dy_.data(), y, target_, n, 1.0f, GradMode::Overwrite, stream);
+  mlp_.backward(context, x_, dy_.data(), nullptr, batch_);
+  slab_.global_grad_norm_and_clip(config_.max_grad_norm, stream);
+  slab_.adamw_step(config_.adamw, stream);
+}
+
+void RegressionStep::capture(const StreamContext& context) {
+  if (graph_ != nullptr) return;
+  cudaGraph_t graph = nullptr;
+  RESIDENT_CUDA_CHECK(cudaStreamBeginCapture(context.stream(), cudaStreamCaptureModeGlobal));
+  try {
+    run(context);
+  } catch (...) {
+    (void)cudaStreamEndCapture(context.stream(), &graph);
+    if (graph != nullptr) (void)cudaGraphDestroy(graph);
+    throw;
+  }
+  RESIDENT_CUDA_CHECK(cudaStreamEndCapture(context.stream(), &graph));
+  const cudaError_t instantiated = cudaGraphInstantiate(&graph_, graph, 0);
+  (void)cudaGraphDestroy(graph);
+  RESIDENT_CUDA_CHECK(instantiated);
+}
+
+void RegressionStep::replay(const StreamContext& context) {
+  if (graph_ == nullptr)
+    throw Error("RegressionStep::replay", "no graph", "call capture() first", __FILE__, __LINE__);
+  RESIDENT_CUDA_CHECK(cudaGraphLaunch(graph_, context.stream()));
+}
+
+}  // namespace resident::nn
