@@ -1,0 +1,75 @@
+#include "lib/env/cartpole_env.h"
+
+#include <stdexcept>
+
+#include "kernels/env/cartpole_step.h"
+#include "kernels/env/episode_stats.h"
+#include "lib/core/philox.h"
+
+namespace resident::env {
+
+namespace {
+
+constexpr std::size_t kStateFloats = 6;
+
+std::size_t checked_env_count(std::size_t env_count) {
+  if (env_count == 0) throw std::invalid_argument("CartPoleEnv: env_count must be positive");
+  return env_count;
+}
+
+}  // namespace
+
+CartPoleEnv::CartPoleEnv(std::size_t env_count, std::uint64_t stream_id)
+    : env_count_(checked_env_count(env_count)),
+      stream_id_(stream_id),
+      state_floats_(kStateFloats * env_count),
+      elapsed_steps_(env_count),
+      completed_episodes_(env_count),
+      philox_block_(1),
+      observations_(kObservationSize * env_count),
+      rewards_(env_count),
+      terminated_(env_count),
+      truncated_(env_count),
+      final_observations_(kObservationSize * env_count),
+      return_sum_(1),
+      episode_count_(1) {}
+
+kernels::CartPoleDeviceState CartPoleEnv::device_state() noexcept {
+  kernels::CartPoleDeviceState state;
+  float* f = state_floats_.data();
+  state.x = f;
+  state.x_dot = f + env_count_;
+  state.theta = f + 2 * env_count_;
+  state.theta_dot = f + 3 * env_count_;
+  state.episode_return = f + 4 * env_count_;
+  state.completed_return_sum = f + 5 * env_count_;
+  state.elapsed_steps = elapsed_steps_.data();
+  state.completed_episodes = completed_episodes_.data();
+  state.philox_block = philox_block_.data();
+  return state;
+}
+
+void CartPoleEnv::reset(std::uint64_t seed, cudaStream_t stream) {
+  philox_seed_ = mix_seed(seed, stream_id_);
+  const kernels::CartPoleDeviceState state = device_state();
+  kernels::launch_cartpole_reset(observations_.data(), state, env_count_, philox_seed_, stream);
+  RESIDENT_CUDA_CHECK(cudaMemsetAsync(return_sum_.data(), 0, return_sum_.bytes(), stream));
+  RESIDENT_CUDA_CHECK(cudaMemsetAsync(episode_count_.data(), 0, episode_count_.bytes(), stream));
+}
+
+void CartPoleEnv::step(const std::int32_t* actions, cudaStream_t stream) {
+  const kernels::CartPoleDeviceState state = device_state();
+  const kernels::CartPoleStepOutputs outputs{observations_.data(), rewards_.data(),
+                                             terminated_.data(), truncated_.data(),
+                                             final_observations_.data()};
+  kernels::launch_cartpole_step(outputs, state, actions, env_count_, philox_seed_, stream);
+}
+
+void CartPoleEnv::collect_episode_stats(cudaStream_t stream, bool clear) {
+  const kernels::CartPoleDeviceState state = device_state();
+  kernels::launch_episode_stats(return_sum_.data(), episode_count_.data(),
+                                state.completed_return_sum, state.completed_episodes, env_count_,
+                                clear, stream);
+}
+
+}  // namespace resident::env
