@@ -54,16 +54,22 @@ class DeviceBuffer {
   std::span<const T> view() const noexcept { return {ptr_, count_}; }
 
   // Setup/test helpers: blocking copies, visible to the audit. Never call them on a hot path.
+  // Both wait for the whole device: a plain cudaMemcpy is not ordered with work on
+  // non-blocking streams (every resident stream is one), and a pageable upload may return
+  // before its DMA lands.
   void upload(std::span<const T> host) {
     if (host.size() != count_)
       throw Error("DeviceBuffer::upload", "size mismatch",
                   std::to_string(host.size()) + " host elements into a buffer of " +
                       std::to_string(count_),
                   __FILE__, __LINE__);
+    RESIDENT_CUDA_CHECK(cudaDeviceSynchronize());
     RESIDENT_CUDA_CHECK(cudaMemcpy(ptr_, host.data(), bytes(), cudaMemcpyHostToDevice));
+    RESIDENT_CUDA_CHECK(cudaDeviceSynchronize());
   }
   std::vector<T> download() const {
     std::vector<T> host(count_);
+    RESIDENT_CUDA_CHECK(cudaDeviceSynchronize());
     RESIDENT_CUDA_CHECK(cudaMemcpy(host.data(), ptr_, bytes(), cudaMemcpyDeviceToHost));
     return host;
   }
