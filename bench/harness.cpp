@@ -90,6 +90,15 @@ void add_context() {
   benchmark::AddCustomContext("resident_build_type", RESIDENT_BUILD_TYPE);
 }
 
+audit::TransferContract zero_transfer_contract() {
+  audit::TransferContract c;
+  c.max_d2h_scalar = 0;
+  c.max_d2h_bulk = 0;
+  c.max_h2d = 0;
+  c.max_syncs = 0;
+  return c;
+}
+
 TimedPhase::TimedPhase(benchmark::State& state, std::string phase, audit::TransferContract contract,
                        cudaStream_t stream, bool traced)
     : state_(state), phase_(std::move(phase)), contract_(std::move(contract)), stream_(stream) {

@@ -27,6 +27,9 @@ benchmark::internal::Benchmark* configure(benchmark::internal::Benchmark* b, int
 // Adds the GPU, driver, CUDA runtime, SM clock, git commit and build type to the JSON context.
 void add_context();
 
+// The contract of a resident hot path: no copy either way, no host synchronization.
+audit::TransferContract zero_transfer_contract();
+
 class TimedPhase {
  public:
   // `phase` is the audit phase of one iteration; `contract` its transfer contract (its phase

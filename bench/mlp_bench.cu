@@ -18,15 +18,6 @@ namespace {
 
 using namespace resident;
 
-audit::TransferContract no_transfers() {
-  audit::TransferContract c;
-  c.max_d2h_scalar = 0;
-  c.max_d2h_bulk = 0;
-  c.max_h2d = 0;
-  c.max_syncs = 0;
-  return c;
-}
-
 void fill_uniform(float* data, std::size_t n, unsigned long long seed) {
   curandGenerator_t gen = nullptr;
   RESIDENT_CURAND_CHECK(curandCreateGenerator(&gen, CURAND_RNG_PSEUDO_PHILOX4_32_10));
@@ -58,7 +49,7 @@ void BM_mlp_step(benchmark::State& state, std::vector<std::size_t> widths, bool 
     else
       step.run(context);
   };
-  bench::TimedPhase timed(state, "mlp/train_step", no_transfers(), context.stream());
+  bench::TimedPhase timed(state, "mlp/train_step", bench::zero_transfer_contract(), context.stream());
   timed.warm_up(body, 20);
   for (auto _ : state) timed.iteration(body);
   timed.finish();
@@ -78,7 +69,7 @@ void BM_sgemm_ceiling(benchmark::State& state) {
     RESIDENT_CUBLAS_CHECK(cublasSgemm(context.cublas(), CUBLAS_OP_N, CUBLAS_OP_N, m, m, m, &one,
                                       a.data(), m, b.data(), m, &zero, c.data(), m));
   };
-  bench::TimedPhase timed(state, "gemm/sgemm", no_transfers(), context.stream());
+  bench::TimedPhase timed(state, "gemm/sgemm", bench::zero_transfer_contract(), context.stream());
   timed.warm_up(body, 3);
   for (auto _ : state) timed.iteration(body);
   timed.finish();

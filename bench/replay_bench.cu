@@ -38,15 +38,6 @@ ReplayConfig config_for(std::size_t capacity, ReplayPriorityMode mode) {
   return c;
 }
 
-audit::TransferContract resident_contract() {
-  audit::TransferContract c;
-  c.max_d2h_scalar = 0;
-  c.max_d2h_bulk = 0;
-  c.max_h2d = 0;
-  c.max_syncs = 0;
-  return c;
-}
-
 // Random device rows, reused to fill buffers chunk by chunk (setup only).
 struct DeviceRows {
   DeviceBuffer<float> states, next_states, rewards;
@@ -124,7 +115,7 @@ void BM_gpu_step(benchmark::State& state, ReplayPriorityMode mode, bool graphed,
     else
       step();
   };
-  bench::TimedPhase timed(state, "replay/step", resident_contract(), stream.get());
+  bench::TimedPhase timed(state, "replay/step", bench::zero_transfer_contract(), stream.get());
   timed.warm_up(body, 10);
   for (auto _ : state) timed.iteration(body);
   timed.finish();
@@ -206,7 +197,7 @@ void BM_gpu_insert(benchmark::State& state) {
   GpuReplayBuffer gpu(config_for(capacity, ReplayPriorityMode::Proportional), 256, 1, stream.get());
   const DeviceRows source(rows);
   const auto body = [&] { gpu.insert_batch(source.view(), rows); };
-  bench::TimedPhase timed(state, "replay/insert", resident_contract(), stream.get());
+  bench::TimedPhase timed(state, "replay/insert", bench::zero_transfer_contract(), stream.get());
   timed.warm_up(body, 10);
   for (auto _ : state) timed.iteration(body);
   timed.finish();
