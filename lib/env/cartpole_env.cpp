@@ -1,9 +1,9 @@
 #include "lib/env/cartpole_env.h"
 
-#include <stdexcept>
 
 #include "kernels/env/cartpole_step.h"
 #include "kernels/env/episode_stats.h"
+#include "lib/core/error.h"
 #include "lib/core/philox.h"
 
 namespace resident::env {
@@ -13,7 +13,8 @@ namespace {
 constexpr std::size_t kStateFloats = 6;
 
 std::size_t checked_env_count(std::size_t env_count) {
-  if (env_count == 0) throw std::invalid_argument("CartPoleEnv: env_count must be positive");
+  if (env_count == 0)
+    throw Error("CartPoleEnv", "invalid config", "env_count = 0, allowed >= 1", __FILE__, __LINE__);
   return env_count;
 }
 

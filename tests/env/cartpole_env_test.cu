@@ -212,7 +212,7 @@ TEST(CartPoleEnvGraphTest, GraphReplayEqualsEager) {
 
 // CPU side: a zero-sized env is refused before anything is allocated.
 TEST(CartPoleEnvConstructionTest, ZeroEnvsThrow) {
-  EXPECT_THROW(CartPoleEnv(0), std::invalid_argument);
+  EXPECT_THROW(CartPoleEnv(0), resident::Error);
 }
 
 }  // namespace
