@@ -1,6 +1,5 @@
 #include "lib/env/cartpole_env.h"
 
-
 #include "kernels/env/cartpole_step.h"
 #include "kernels/env/episode_stats.h"
 #include "lib/core/error.h"
