@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <stdexcept>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "lib/core/device_info.h"
@@ -103,6 +105,8 @@ TimedPhase::TimedPhase(benchmark::State& state, std::string phase, audit::Transf
                        cudaStream_t stream, bool traced)
     : state_(state), phase_(std::move(phase)), contract_(std::move(contract)), stream_(stream) {
   contract_.phase = phase_;
+  const char* untraced = std::getenv("RESIDENT_BENCH_UNTRACED");
+  if (untraced != nullptr && std::string_view(untraced) == "1") traced = false;
   if (traced) {
     audit::TracerOptions options;
     options.unified_memory = false;  // see TracerOptions::unified_memory

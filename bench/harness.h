@@ -35,7 +35,9 @@ class TimedPhase {
   // `phase` is the audit phase of one iteration; `contract` its transfer contract (its phase
   // field is ignored); `stream` the stream the timed work runs on. With `traced` the audit is
   // started if it is not running (without unified-memory counters); without it the row
-  // carries no counters (the audit overhead bench's baseline).
+  // carries no counters (the audit overhead bench's baseline). RESIDENT_BENCH_UNTRACED=1 in the
+  // environment turns the audit off for every row: for profilers such as ncu, which cannot
+  // share CUPTI with it (such rows have audit.traced = 0 and fail the transfer gate).
   TimedPhase(benchmark::State& state, std::string phase, audit::TransferContract contract,
              cudaStream_t stream, bool traced = true);
   ~TimedPhase();

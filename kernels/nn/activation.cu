@@ -36,37 +36,12 @@ __global__ void activation_backward(float* dx, const float* x, const float* dy, 
 
 constexpr unsigned kBlock = 256;
 
-template <ActivationKind Kind>
-using KindConstant = std::integral_constant<ActivationKind, Kind>;
-
-// Checks the parameters, then calls launch(KindConstant<kind>{}).
-template <typename Launch>
-void dispatch(const Activation& a, const char* op, Launch&& launch) {
-  const bool beta_ok = a.softplus_beta > 0.0f && std::isfinite(a.softplus_beta);
-  if (a.kind == ActivationKind::Softplus && !beta_ok)
-    throw Error(op, "invalid argument",
-                "softplus_beta = " + std::to_string(a.softplus_beta) + ", must be > 0", __FILE__,
-                __LINE__);
-  switch (a.kind) {
-    case ActivationKind::Relu: return launch(KindConstant<ActivationKind::Relu>{});
-    case ActivationKind::Tanh: return launch(KindConstant<ActivationKind::Tanh>{});
-    case ActivationKind::Sigmoid: return launch(KindConstant<ActivationKind::Sigmoid>{});
-    case ActivationKind::Silu: return launch(KindConstant<ActivationKind::Silu>{});
-    case ActivationKind::GeluTanh: return launch(KindConstant<ActivationKind::GeluTanh>{});
-    case ActivationKind::Elu: return launch(KindConstant<ActivationKind::Elu>{});
-    case ActivationKind::Softplus: return launch(KindConstant<ActivationKind::Softplus>{});
-  }
-  throw Error(op, "invalid argument",
-              "unknown ActivationKind " + std::to_string(static_cast<int>(a.kind)), __FILE__,
-              __LINE__);
-}
-
 }  // namespace
 
 void launch_activation_forward(float* y, const float* x, std::size_t n,
                                const Activation& activation, cudaStream_t stream) {
   const NvtxRange range("nn/activation_forward");
-  dispatch(activation, "activation_forward", [&](auto kind) {
+  activation_math::dispatch(activation, "activation_forward", [&](auto kind) {
     if (n == 0) return;
     activation_forward<decltype(kind)::value>
         <<<grid_stride_blocks(n, kBlock), kBlock, 0, stream>>>(y, x, n, activation);
@@ -78,7 +53,7 @@ void launch_activation_backward(float* dx, const float* x, const float* dy, std:
                                 const Activation& activation, nn::GradMode mode,
                                 cudaStream_t stream) {
   const NvtxRange range("nn/activation_backward");
-  dispatch(activation, "activation_backward", [&](auto kind) {
+  activation_math::dispatch(activation, "activation_backward", [&](auto kind) {
     if (n == 0) return;
     activation_backward<decltype(kind)::value><<<grid_stride_blocks(n, kBlock), kBlock, 0, stream>>>(
         dx, x, dy, n, activation, mode == nn::GradMode::Accumulate);

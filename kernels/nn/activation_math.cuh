@@ -1,12 +1,18 @@
 // fp32 device formulas of the activations, value and derivative, one small function each: the
 // formulas of the double reference (tests/reference/nn_reference_activations.cpp) in its
 // overflow-free forms, with 1 - sigmoid taken as sigmoid(-x) rather than by subtraction (see
-// sigmoid_pair). Shared by the activation and GLU kernels.
+// sigmoid_pair). Shared by the activation, fused bias-activation and GLU kernels, with the
+// host-side dispatch on the kind.
 #pragma once
 
 #include <cuda_runtime.h>
 
+#include <cmath>
+#include <string>
+#include <type_traits>
+
 #include "kernels/nn/activation.h"
+#include "lib/core/error.h"
 
 namespace resident::kernels::activation_math {
 
@@ -111,6 +117,33 @@ __device__ inline float derivative(float x, const Activation& a) {
   if constexpr (Kind == ActivationKind::Elu) return elu_derivative(x, a.elu_alpha);
   if constexpr (Kind == ActivationKind::Softplus)
     return softplus_derivative(x, a.softplus_beta, a.softplus_threshold);
+}
+
+template <ActivationKind Kind>
+using KindConstant = std::integral_constant<ActivationKind, Kind>;
+
+// Host side: checks the parameters, then calls launch(KindConstant<kind>{}) once, so kernels
+// are templated on the kind (no switch per element). Throws resident::Error for softplus_beta
+// <= 0 (or not finite) and for an unknown kind.
+template <typename Launch>
+void dispatch(const Activation& a, const char* op, Launch&& launch) {
+  const bool beta_ok = a.softplus_beta > 0.0f && std::isfinite(a.softplus_beta);
+  if (a.kind == ActivationKind::Softplus && !beta_ok)
+    throw Error(op, "invalid argument",
+                "softplus_beta = " + std::to_string(a.softplus_beta) + ", must be > 0", __FILE__,
+                __LINE__);
+  switch (a.kind) {
+    case ActivationKind::Relu: return launch(KindConstant<ActivationKind::Relu>{});
+    case ActivationKind::Tanh: return launch(KindConstant<ActivationKind::Tanh>{});
+    case ActivationKind::Sigmoid: return launch(KindConstant<ActivationKind::Sigmoid>{});
+    case ActivationKind::Silu: return launch(KindConstant<ActivationKind::Silu>{});
+    case ActivationKind::GeluTanh: return launch(KindConstant<ActivationKind::GeluTanh>{});
+    case ActivationKind::Elu: return launch(KindConstant<ActivationKind::Elu>{});
+    case ActivationKind::Softplus: return launch(KindConstant<ActivationKind::Softplus>{});
+  }
+  throw Error(op, "invalid argument",
+              "unknown ActivationKind " + std::to_string(static_cast<int>(a.kind)), __FILE__,
+              __LINE__);
 }
 
 }  // namespace resident::kernels::activation_math

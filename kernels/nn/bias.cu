@@ -1,9 +1,10 @@
 // Bias broadcast-add and its gradient (column sums).
 // add_bias: one thread per element of y [rows, cols]; accumulates bias[c] into y[r, c].
-// bias_grad: one thread per column c sums dy[0..rows, c] in row order (coalesced across the
-// warp's columns), then overwrites or accumulates into dbias[c]. Deterministic.
+// bias_grad: the column sums of dy in one launch (column_tile_sum.cuh: a fixed per-column order
+// that depends on the shape alone), overwritten or accumulated into dbias[c]. Deterministic.
 #include "kernels/nn/bias.h"
 #include "kernels/core/launch_config.h"
+#include "kernels/nn/column_tile_sum.cuh"
 #include "lib/core/error.h"
 #include "lib/core/nvtx_range.h"
 
@@ -18,13 +19,13 @@ __global__ void add_bias(float* y, const float* bias, std::size_t rows, std::siz
     y[i] += bias[i % cols];
 }
 
-__global__ void bias_grad(float* dbias, const float* dy, std::size_t rows, std::size_t cols,
-                          bool accumulate) {
-  const std::size_t c = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x;
-  if (c >= cols) return;
-  float sum = 0.0f;
-  for (std::size_t r = 0; r < rows; ++r) sum += dy[r * cols + c];
-  dbias[c] = accumulate ? dbias[c] + sum : sum;
+__global__ void __launch_bounds__(column_tile::kThreads)
+    bias_grad(float* dbias, const float* __restrict__ dy, std::size_t rows, std::size_t cols,
+              unsigned width, bool accumulate) {
+  std::size_t c = 0;
+  const float sum = column_tile::sum_block_columns(
+      rows, cols, width, [&](std::size_t r, std::size_t col) { return dy[r * cols + col]; }, c);
+  if (threadIdx.x < width && c < cols) rowwise::write_grad(dbias + c, sum, accumulate);
 }
 
 }  // namespace
@@ -41,8 +42,9 @@ void launch_bias_grad(float* dbias, const float* dy, std::size_t rows, std::size
                       nn::GradMode mode, cudaStream_t stream) {
   const NvtxRange range("nn/bias_grad");
   if (cols == 0) return;
-  bias_grad<<<static_cast<unsigned>((cols + 127) / 128), 128, 0, stream>>>(
-      dbias, dy, rows, cols, mode == nn::GradMode::Accumulate);
+  const column_tile::Shape tile = column_tile::shape_for(rows, cols);
+  bias_grad<<<tile.blocks, column_tile::kThreads, 0, stream>>>(
+      dbias, dy, rows, cols, tile.width, mode == nn::GradMode::Accumulate);
   RESIDENT_CHECK_LAUNCH("bias_grad");
 }
 

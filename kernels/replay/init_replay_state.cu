@@ -1,6 +1,6 @@
 // Construction-time fills of a GpuReplayBuffer's device state: the empty trees (sums and
-// maxima 0, minima +inf over all 2P nodes), the slot iota for the rank sort, and the update
-// scratch `owner` (all -1). Overwrite; grid-stride.
+// maxima 0, minima +inf over all 2P nodes) and the slot iota for the rank sort. Overwrite;
+// grid-stride.
 #include "kernels/replay/replay_kernels.h"
 #include "lib/core/error.h"
 
@@ -8,13 +8,10 @@ namespace resident::kernels {
 
 namespace {
 
-__global__ void init_replay_scratch(std::uint32_t* slots, std::int32_t* owner,
-                                    std::uint32_t capacity) {
+__global__ void init_slot_iota(std::uint32_t* slots, std::uint32_t capacity) {
   for (std::uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < capacity;
-       i += gridDim.x * blockDim.x) {
-    if (slots != nullptr) slots[i] = i;
-    owner[i] = -1;
-  }
+       i += gridDim.x * blockDim.x)
+    slots[i] = i;
 }
 
 __global__ void init_replay_tree(ReplayTreeView tree) {
@@ -29,10 +26,9 @@ __global__ void init_replay_tree(ReplayTreeView tree) {
 
 }  // namespace
 
-void launch_init_replay_scratch(std::uint32_t* slots, std::int32_t* owner,
-                                std::uint32_t capacity, cudaStream_t stream) {
-  init_replay_scratch<<<1024, 256, 0, stream>>>(slots, owner, capacity);
-  RESIDENT_CHECK_LAUNCH("init_replay_scratch");
+void launch_init_slot_iota(std::uint32_t* slots, std::uint32_t capacity, cudaStream_t stream) {
+  init_slot_iota<<<1024, 256, 0, stream>>>(slots, capacity);
+  RESIDENT_CHECK_LAUNCH("init_slot_iota");
 }
 
 void launch_init_replay_tree(ReplayTreeView tree, cudaStream_t stream) {

@@ -25,18 +25,20 @@ void launch_insert_transitions(ReplayStorageView storage, ReplayTreeView tree,
 
 // Sets p = (|td| + eps)^alpha for each entry, in order: the last writable entry of an index
 // wins; non-finite priorities, stale generations and indices >= size are dropped and counted.
-// `owner` is [capacity] int32 scratch, all -1 on entry and on exit.
+// One block; no scratch outside shared memory.
 void launch_update_priorities(ReplayTreeView tree, ReplayCounters* counters,
-                              std::int32_t* owner, const std::uint32_t* generations_now,
+                              const std::uint32_t* generations_now,
                               const std::uint32_t* indices, const std::uint32_t* generations,
                               const float* td_errors, std::uint32_t count, ReplayParams params,
                               cudaStream_t stream);
 
-// Proportional draws: out_indices/out_generations/out_weights [batch]. Uniforms come from
+// Proportional draws: out_indices/out_generations/out_weights [batch], and each draw's row
+// gathered from `storage` into `rows` (fused: no separate gather launch). Uniforms come from
 // `uniforms` [batch] when non-null (tests), else from Philox keyed by (seed, step). Advances
 // the device step by one.
 void launch_sample_proportional(std::uint32_t* out_indices, std::uint32_t* out_generations,
-                                float* out_weights, ReplayTreeView tree,
+                                float* out_weights, SampledRowsView rows,
+                                ReplayStorageView storage, ReplayTreeView tree,
                                 const std::uint32_t* generations_now, ReplayCounters* counters,
                                 const double* uniforms, std::uint64_t seed, std::uint32_t batch,
                                 ReplayParams params, cudaStream_t stream);
@@ -51,12 +53,10 @@ void launch_sample_rank(std::uint32_t* out_indices, std::uint32_t* out_generatio
                         ReplayCounters* counters, const double* uniforms, std::uint64_t seed,
                         std::uint32_t batch, ReplayParams params, cudaStream_t stream);
 
-// Gathers rows of the sampled slots: out_states/out_next_states [batch, state_dim], and
-// actions, rewards, dones [batch]. Overwrites.
-void launch_gather_rows(float* out_states, std::int32_t* out_actions, float* out_rewards,
-                        float* out_next_states, std::uint8_t* out_dones,
-                        ReplayStorageView storage, const std::uint32_t* indices,
-                        std::uint32_t batch, cudaStream_t stream);
+// Gathers the rows of the sampled slots indices [batch] into `rows`. Overwrites. (The rank
+// draw's gather; the proportional draw gathers in its own kernel.)
+void launch_gather_rows(SampledRowsView rows, ReplayStorageView storage,
+                        const std::uint32_t* indices, std::uint32_t batch, cudaStream_t stream);
 
 // Temp bytes of launch_sort_priorities for `capacity` leaves (construction).
 std::size_t sort_priorities_temp_bytes(std::uint32_t capacity);
@@ -67,9 +67,8 @@ void launch_sort_priorities(double* sorted_priorities, std::uint32_t* sorted_slo
                             std::uint32_t capacity, void* temp, std::size_t temp_bytes,
                             cudaStream_t stream);
 
-// Fills slots[i] = i and owner[i] = -1 for i < capacity (construction).
-void launch_init_replay_scratch(std::uint32_t* slots, std::int32_t* owner,
-                                std::uint32_t capacity, cudaStream_t stream);
+// Fills slots[i] = i for i < capacity (construction of a rank-mode buffer).
+void launch_init_slot_iota(std::uint32_t* slots, std::uint32_t capacity, cudaStream_t stream);
 
 // Fills the trees with their empty state: sums and maxima 0, minima +inf (construction).
 void launch_init_replay_tree(ReplayTreeView tree, cudaStream_t stream);

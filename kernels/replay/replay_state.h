@@ -18,6 +18,7 @@ struct ReplayCounters {
   std::uint64_t nonfinite;   // TD errors (or priorities) that were not finite: never written
   std::uint64_t stale;       // update entries for slots overwritten since they were sampled
   std::uint64_t bad_index;   // update entries naming a slot >= size: dropped
+  std::uint32_t sample_blocks_done;  // blocks of the current proportional draw that finished
 };
 
 struct ReplayTreeView {
@@ -36,6 +37,15 @@ struct ReplayStorageView {
   std::uint8_t* dones;         // [capacity]
   std::uint32_t* generations;  // [capacity]
   std::uint32_t state_dim;
+};
+
+// Where a sample's rows go: states/next_states [batch, state_dim], the rest [batch].
+struct SampledRowsView {
+  float* states;
+  std::int32_t* actions;
+  float* rewards;
+  float* next_states;
+  std::uint8_t* dones;
 };
 
 // Device copies of the replay parameters the kernels need.

@@ -1,9 +1,15 @@
-// Proportional prioritized draws, one block (threads loop over draws when batch > block).
+// Proportional prioritized draws: one warp per draw.
 // Draw k descends the sum tree from the root with mass m: left when m < sum(left), else right
 // (m -= sum(left)) unless the right subtree is empty (rounding past the end), exactly as
-// CpuSumTree::find_prefix_sum, so half-open intervals [c_{i-1}, c_i) and zero leaves never
-// drawn. IS weight: (P(i) / P_min)^-beta with P = p / total and P_min from the min tree.
-// Outputs [batch] overwritten; the device step advances by one after every draw has read it.
+// CpuSumTree::find_prefix_sum, so intervals are half-open [c_{i-1}, c_i) and zero leaves are
+// never drawn. The warp descends five levels per global load: it loads the 32 descendants five
+// levels down (one coalesced load), rebuilds the four levels in between with butterfly
+// additions, which pair the same operands as the stored nodes and so reproduce them bit for
+// bit, and walks them in registers. IS weight: (P(i) / P_min)^-beta, P = p / total, P_min from
+// the min tree. The same warp then copies the drawn row into `rows` (copy_row_by_warp). Outputs
+// [batch] overwritten; the device step advances by one once every block has read it (the last
+// block to finish advances it).
+#include "kernels/replay/gather_row.cuh"
 #include "kernels/replay/replay_sampling.cuh"
 #include "lib/core/error.h"
 #include "lib/core/nvtx_range.h"
@@ -12,52 +18,97 @@ namespace resident::kernels {
 
 namespace {
 
-constexpr int kSampleBlock = 256;
+constexpr int kWarpsPerBlock = 8;
+constexpr unsigned kFullMask = 0xffffffffu;
 
-__global__ void __launch_bounds__(kSampleBlock)
+// Descends R levels below `node` (R <= 5), updating node and mass as the binary descent would.
+template <int R>
+__device__ inline void descend_levels(const double* sum, std::uint32_t& node, double& mass,
+                                      int lane) {
+  constexpr int kWidth = 1 << R;
+  const std::uint32_t first = node << R;  // leftmost descendant R levels down
+  double group[R + 1];                    // group[m]: sum of the aligned 2^m lanes around lane
+  group[0] = lane < kWidth ? sum[first + static_cast<std::uint32_t>(lane)] : 0.0;
+#pragma unroll
+  for (int m = 1; m <= R; ++m)
+    group[m] = group[m - 1] + __shfl_xor_sync(kFullMask, group[m - 1], 1 << (m - 1));
+  int offset = 0;  // leftmost lane of the current subtree
+#pragma unroll
+  for (int level = 0; level < R; ++level) {
+    constexpr int kTop = R - 1;
+    const int half = 1 << (kTop - level);
+    const double left = __shfl_sync(kFullMask, group[kTop - level], offset);
+    const double right = __shfl_sync(kFullMask, group[kTop - level], offset + half);
+    if (!(mass < left) && right > 0.0) {
+      mass -= left;
+      offset += half;
+    }
+  }
+  node = first + static_cast<std::uint32_t>(offset);
+}
+
+__device__ inline std::uint32_t find_prefix_sum(const ReplayTreeView& tree, double mass, int lane) {
+  const int depth = tree_depth(tree);
+  std::uint32_t node = 1;
+  switch (depth % 5) {  // the top group takes the remainder, every other group five levels
+    case 1: descend_levels<1>(tree.sum, node, mass, lane); break;
+    case 2: descend_levels<2>(tree.sum, node, mass, lane); break;
+    case 3: descend_levels<3>(tree.sum, node, mass, lane); break;
+    case 4: descend_levels<4>(tree.sum, node, mass, lane); break;
+    default: break;
+  }
+  for (int group = 0; group < depth / 5; ++group) descend_levels<5>(tree.sum, node, mass, lane);
+  return node - tree.leaves;
+}
+
+__global__ void __launch_bounds__(kWarpsPerBlock * 32)
     sample_proportional(std::uint32_t* out_indices, std::uint32_t* out_generations,
-                        float* out_weights, ReplayTreeView tree,
+                        float* out_weights, SampledRowsView rows, ReplayStorageView storage,
+                        ReplayTreeView tree,
                         const std::uint32_t* generations_now, ReplayCounters* counters,
                         const double* uniforms, std::uint64_t seed, std::uint32_t batch,
                         ReplayParams params) {
   const std::uint64_t step = counters->step;
-  const double total = tree.sum[1];
-  const double min_probability = tree.min_positive[1] / total;
-  const double beta = beta_at_step(params, step);
-  for (std::uint32_t k = threadIdx.x; k < batch; k += blockDim.x) {
-    double mass = draw_mass(params, k, batch, draw_uniform(uniforms, seed, step, k), total);
-    std::uint32_t node = 1;
-    while (node < tree.leaves) {
-      const std::uint32_t left = 2 * node;
-      const double left_sum = tree.sum[left];
-      if (mass < left_sum) {
-        node = left;
-      } else if (tree.sum[left + 1] > 0.0) {
-        mass -= left_sum;
-        node = left + 1;
-      } else {
-        node = left;
-      }
-    }
-    const std::uint32_t slot = node - tree.leaves;
-    write_draw(out_indices, out_generations, out_weights, k, slot, generations_now,
-               tree.sum[node] / total, min_probability, beta);
+  const int lane = static_cast<int>(threadIdx.x & 31u);
+  const std::uint32_t k = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32;
+  if (k < batch) {  // whole warps: k is uniform across the warp
+    const double total = tree.sum[1];
+    double u = 0.0;
+    if (lane == 0) u = draw_uniform(uniforms, seed, step, k);
+    u = __shfl_sync(kFullMask, u, 0);
+    const std::uint32_t slot =
+        find_prefix_sum(tree, draw_mass(params, k, batch, u, total), lane);
+    if (lane == 0)
+      write_draw(out_indices, out_generations, out_weights, k, slot, generations_now,
+                 tree.sum[tree.leaves + slot] / total, tree.min_positive[1] / total,
+                 beta_at_step(params, step));
+    copy_row_by_warp(rows, storage, k, slot, lane);
   }
+  // The last block to finish advances the step: every block has read it by then.
   __syncthreads();
-  if (threadIdx.x == 0) counters->step = step + 1;
+  if (threadIdx.x == 0) {
+    __threadfence();
+    const unsigned finished = atomicAdd(&counters->sample_blocks_done, 1u);
+    if (finished == gridDim.x - 1) {
+      counters->sample_blocks_done = 0;
+      counters->step = step + 1;
+    }
+  }
 }
 
 }  // namespace
 
 void launch_sample_proportional(std::uint32_t* out_indices, std::uint32_t* out_generations,
-                                float* out_weights, ReplayTreeView tree,
+                                float* out_weights, SampledRowsView rows,
+                                ReplayStorageView storage, ReplayTreeView tree,
                                 const std::uint32_t* generations_now, ReplayCounters* counters,
                                 const double* uniforms, std::uint64_t seed, std::uint32_t batch,
                                 ReplayParams params, cudaStream_t stream) {
   const NvtxRange range("replay/sample_proportional");
-  sample_proportional<<<1, kSampleBlock, 0, stream>>>(out_indices, out_generations, out_weights,
-                                                       tree, generations_now, counters, uniforms,
-                                                       seed, batch, params);
+  const unsigned blocks = (batch + kWarpsPerBlock - 1) / kWarpsPerBlock;
+  sample_proportional<<<blocks, kWarpsPerBlock * 32, 0, stream>>>(
+      out_indices, out_generations, out_weights, rows, storage, tree, generations_now, counters, uniforms, seed,
+      batch, params);
   RESIDENT_CHECK_LAUNCH("sample_proportional");
 }
 

@@ -1,12 +1,24 @@
-// Priority update from device TD errors, one block.
+// Priority update from device TD errors, one block of kUpdateThreads, entries taken in chunks of
+// kUpdateThreads (chunks in entry order, so a later chunk overwrites an earlier one).
 //
-// Entry e (in order) is writable when p = (|td_e| + eps)^alpha is finite (else counted as
-// non-finite, even if also stale), its index is < size (else counted as bad), and its
-// generation equals the slot's (else counted as stale). For each index only the LAST
-// writable entry is written (the later entry wins; an unwritable later entry leaves an
-// earlier one standing), chosen with atomicMax on the `owner` scratch, which is reset to -1
-// before the kernel ends. Then every written leaf's ancestors are recomputed level by level.
-// Deterministic: the winner is fixed by entry order, nodes are recomputed, not accumulated.
+// Entry e is writable when p = (|td_e| + eps)^alpha is finite (else counted as non-finite, even
+// if also stale), its index is < size (else counted as bad), and its generation equals the
+// slot's (else counted as stale). For each index only the LAST writable entry is written (the
+// later entry wins; an unwritable later entry leaves an earlier one standing).
+//
+// Per chunk: a stable block radix sort of the writable entries by slot (unwritable ones sort
+// last) puts the winner of every slot at the end of its run; the k winners, compacted in slot
+// order, are the leaves to rewrite. Their ancestors are then recomputed level by level in
+// shared memory: at level l the first winner of each touched node combines its two children,
+// each either a touched node (its value, computed one level down, sits at the index of the
+// first winner below it, found by binary search) or an untouched one (read from the tree; the
+// untouched siblings of every winner's path are prefetched kPrefetchLevels levels at a time, so
+// the latency of a global load is paid once per batch of levels, not once per level). Node
+// values are CpuSumTree::pull's (left + right, fmin, fmax) in the same order: bit-identical to
+// the CPU tree. Deterministic; no atomics on the tree; no scratch outside shared memory.
+#include <cub/block/block_radix_sort.cuh>
+#include <cub/block/block_scan.cuh>
+
 #include "kernels/replay/replay_kernels.h"
 #include "kernels/replay/replay_tree.cuh"
 #include "lib/core/error.h"
@@ -16,73 +28,163 @@ namespace resident::kernels {
 
 namespace {
 
-constexpr int kUpdateBlock = 1024;
+constexpr int kUpdateThreads = 512;
+constexpr int kPrefetchLevels = 4;
+
+using SlotSort = cub::BlockRadixSort<std::uint32_t, kUpdateThreads, 1, double>;
+using WinnerScan = cub::BlockScan<std::uint32_t, kUpdateThreads>;
+
+struct NodeValue {
+  double sum, min_positive, max;
+};
 
 __device__ inline double priority_of(float td_error, const ReplayParams& params) {
   return pow(fabs(static_cast<double>(td_error)) + params.epsilon, params.alpha);
 }
 
-__global__ void __launch_bounds__(kUpdateBlock)
-    update_priorities(ReplayTreeView tree, ReplayCounters* counters, std::int32_t* owner,
+__device__ inline NodeValue read_node(const ReplayTreeView& tree, std::uint32_t node) {
+  return {tree.sum[node], tree.min_positive[node], tree.max[node]};
+}
+
+__device__ inline void write_node(const ReplayTreeView& tree, std::uint32_t node, const NodeValue& v) {
+  tree.sum[node] = v.sum;
+  tree.min_positive[node] = v.min_positive;
+  tree.max[node] = v.max;
+}
+
+__device__ inline NodeValue combine(const NodeValue& left, const NodeValue& right) {
+  return {left.sum + right.sum, fmin(left.min_positive, right.min_positive),
+          fmax(left.max, right.max)};
+}
+
+// First index in [first, last) whose leaf node is >= target (leaves sorted ascending).
+__device__ inline std::uint32_t lower_bound(const std::uint32_t* leaves, std::uint32_t first,
+                                            std::uint32_t last, std::uint32_t target) {
+  while (first < last) {
+    const std::uint32_t mid = first + (last - first) / 2;
+    if (leaves[mid] < target)
+      first = mid + 1;
+    else
+      last = mid;
+  }
+  return first;
+}
+
+__global__ void __launch_bounds__(kUpdateThreads)
+    update_priorities(ReplayTreeView tree, ReplayCounters* counters,
                       const std::uint32_t* generations_now, const std::uint32_t* indices,
                       const std::uint32_t* generations, const float* td_errors,
                       std::uint32_t count, ReplayParams params) {
+  __shared__ union {
+    typename SlotSort::TempStorage sort;
+    typename WinnerScan::TempStorage scan;
+  } temp;
+  __shared__ std::uint32_t sorted_slot[kUpdateThreads];  // the chunk's keys after the sort
+  __shared__ std::uint32_t winner_leaf[kUpdateThreads];  // leaf node of winner i, ascending
+  __shared__ NodeValue value[kUpdateThreads];            // node of winner i at the current level
+  __shared__ std::uint32_t winner_count;
+
   const std::uint32_t size = counters->size;
+  const std::uint32_t unwritable = tree.leaves;  // sorts after every slot (slot < size <= P)
+  int end_bit = 1;
+  while ((1u << end_bit) <= unwritable && end_bit < 32) ++end_bit;
+  const int depth = tree_depth(tree);
+  const std::uint32_t t = threadIdx.x;
   std::uint64_t nonfinite = 0, stale = 0, bad = 0;
-  // Pass 1: claim each slot for its last writable entry.
-  for (std::uint32_t e = threadIdx.x; e < count; e += blockDim.x) {
-    const std::uint32_t slot = indices[e];
-    const double p = priority_of(td_errors[e], params);
-    if (!isfinite(p)) {
-      ++nonfinite;
-    } else if (slot >= size) {
-      ++bad;
-    } else if (generations[e] != generations_now[slot]) {
-      ++stale;
-    } else {
-      atomicMax(&owner[slot], static_cast<std::int32_t>(e));
+
+  for (std::uint32_t base = 0; base < count; base += kUpdateThreads) {
+    // 1. Classify this thread's entry; its key is the slot, or `unwritable`.
+    const std::uint32_t e = base + t;
+    std::uint32_t key[1] = {unwritable};
+    double priority[1] = {0.0};
+    if (e < count) {
+      const std::uint32_t slot = indices[e];
+      const double p = priority_of(td_errors[e], params);
+      priority[0] = p;
+      if (!isfinite(p))
+        ++nonfinite;
+      else if (slot >= size)
+        ++bad;
+      else if (generations[e] != generations_now[slot])
+        ++stale;
+      else
+        key[0] = slot;
+    }
+    __syncthreads();  // the previous chunk's last reads of winner_leaf/value are done
+    // 2. Stable sort by slot: within a run of equal slots the last is the latest entry.
+    SlotSort(temp.sort).Sort(key, priority, 0, end_bit);
+    sorted_slot[t] = key[0];
+    __syncthreads();
+    const bool winner = key[0] != unwritable &&
+                        (t + 1 == kUpdateThreads || sorted_slot[t + 1] != key[0]);
+    std::uint32_t rank = 0, total = 0;
+    __syncthreads();  // temp.sort is reused by the scan
+    WinnerScan(temp.scan).ExclusiveSum(winner ? 1u : 0u, rank, total);
+    if (winner) {
+      const double p = priority[0];
+      const NodeValue leaf{p, p > 0.0 ? p : __longlong_as_double(0x7ff0000000000000ll), p};
+      winner_leaf[rank] = tree.leaves + key[0];
+      value[rank] = leaf;
+      write_node(tree, tree.leaves + key[0], leaf);
+    }
+    if (t == 0) winner_count = total;
+    __syncthreads();
+
+    // 3. Ancestors of the k winners, one level at a time; thread i follows winner i's path.
+    const std::uint32_t k = winner_count;
+    const std::uint32_t i = t;
+    const std::uint32_t leaf = i < k ? winner_leaf[i] : 0;
+    for (int first_level = 1; first_level <= depth; first_level += kPrefetchLevels) {
+      NodeValue sibling[kPrefetchLevels];
+#pragma unroll
+      for (int q = 0; q < kPrefetchLevels; ++q) {
+        const int level = first_level + q;
+        // The sibling of this path's level-(level-1) node; used only when it is untouched (then
+        // nothing writes it during this kernel).
+        if (i < k && level <= depth) sibling[q] = read_node(tree, (leaf >> (level - 1)) ^ 1u);
+      }
+#pragma unroll
+      for (int q = 0; q < kPrefetchLevels; ++q) {
+        const int level = first_level + q;
+        if (level > depth) break;
+        __syncthreads();  // level - 1 is complete in value[]
+        if (i >= k) continue;
+        const std::uint32_t node = leaf >> level;
+        if (i > 0 && (winner_leaf[i - 1] >> level) == node) continue;  // not the node's first
+        const std::uint32_t child = leaf >> (level - 1);
+        NodeValue left, right;
+        if ((child & 1u) == 0) {
+          left = value[i];
+          const std::uint32_t right_child = child + 1;
+          const std::uint32_t j = lower_bound(winner_leaf, i + 1, k, right_child << (level - 1));
+          right = j < k && (winner_leaf[j] >> (level - 1)) == right_child ? value[j] : sibling[q];
+        } else {
+          left = sibling[q];
+          right = value[i];
+        }
+        // Only first winners write, each its own index; the indices read above belong to this
+        // thread or to winners that are not first at this level: no conflict within a level.
+        const NodeValue parent = combine(left, right);
+        value[i] = parent;
+        write_node(tree, node, parent);
+      }
     }
   }
   if (nonfinite) atomicAdd(reinterpret_cast<unsigned long long*>(&counters->nonfinite), nonfinite);
   if (stale) atomicAdd(reinterpret_cast<unsigned long long*>(&counters->stale), stale);
   if (bad) atomicAdd(reinterpret_cast<unsigned long long*>(&counters->bad_index), bad);
-  __syncthreads();
-  // Pass 2: winners write their leaves.
-  for (std::uint32_t e = threadIdx.x; e < count; e += blockDim.x) {
-    const std::uint32_t slot = indices[e];
-    if (slot < size && owner[slot] == static_cast<std::int32_t>(e))
-      set_leaf(tree, slot, priority_of(td_errors[e], params));
-  }
-  // Pass 3: ancestors, level by level (a node may be recomputed by several entries: same value).
-  const int depth = tree_depth(tree);
-  for (int level = 1; level <= depth; ++level) {
-    __syncthreads();
-    for (std::uint32_t e = threadIdx.x; e < count; e += blockDim.x) {
-      const std::uint32_t slot = indices[e];
-      if (slot < size && owner[slot] == static_cast<std::int32_t>(e))
-        pull_node(tree, (tree.leaves + slot) >> level);
-    }
-  }
-  __syncthreads();
-  // Pass 4: release the claims.
-  for (std::uint32_t e = threadIdx.x; e < count; e += blockDim.x) {
-    const std::uint32_t slot = indices[e];
-    if (slot < size) owner[slot] = -1;
-  }
 }
 
 }  // namespace
 
 void launch_update_priorities(ReplayTreeView tree, ReplayCounters* counters,
-                              std::int32_t* owner, const std::uint32_t* generations_now,
-                              const std::uint32_t* indices, const std::uint32_t* generations,
-                              const float* td_errors, std::uint32_t count, ReplayParams params,
-                              cudaStream_t stream) {
+                              const std::uint32_t* generations_now, const std::uint32_t* indices,
+                              const std::uint32_t* generations, const float* td_errors,
+                              std::uint32_t count, ReplayParams params, cudaStream_t stream) {
   const NvtxRange range("replay/update_priorities");
   if (count == 0) return;
-  update_priorities<<<1, kUpdateBlock, 0, stream>>>(tree, counters, owner, generations_now,
-                                                     indices, generations, td_errors, count,
-                                                     params);
+  update_priorities<<<1, kUpdateThreads, 0, stream>>>(tree, counters, generations_now, indices,
+                                                       generations, td_errors, count, params);
   RESIDENT_CHECK_LAUNCH("update_priorities");
 }
 

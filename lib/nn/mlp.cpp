@@ -6,6 +6,8 @@
 #include <string>
 
 #include "lib/core/error.h"
+#include "kernels/nn/bias.h"
+#include "kernels/nn/bias_activation.h"
 #include "lib/nn/linear.h"
 
 namespace resident::nn {
@@ -60,6 +62,18 @@ void Mlp::bind(ScratchArena& arena) {
   }
   gradient_a_ = arena.take<float>(max_batch_ * max_width_);
   gradient_b_ = arena.take<float>(max_batch_ * max_width_);
+  weights_.assign(layers(), nullptr);
+  weight_grads_.assign(layers(), nullptr);
+  biases_.assign(layers(), nullptr);
+  bias_grads_.assign(layers(), nullptr);
+  for (std::size_t l = 0; l < layers(); ++l) {
+    weights_[l] = slab_->param(weight_name(l));
+    weight_grads_[l] = slab_->grad(weight_name(l));
+    if (config_.bias) {
+      biases_[l] = slab_->param(bias_name(l));
+      bias_grads_[l] = slab_->grad(bias_name(l));
+    }
+  }
 }
 
 void Mlp::init_parameters(std::uint64_t seed, cudaStream_t stream) {
@@ -91,42 +105,57 @@ const float* Mlp::forward(const StreamContext& context, const float* x, std::siz
   const float* input = x;
   for (std::size_t l = 0; l < layers(); ++l) {
     const LinearShape shape{batch, config_.widths[l], config_.widths[l + 1]};
-    linear_forward(context, shape, pre_activation_[l], input, slab_->param(weight_name(l)),
-                   config_.bias ? slab_->param(bias_name(l)) : nullptr);
-    if (l + 1 == layers()) return pre_activation_[l];
-    kernels::launch_activation_forward(activation_[l], pre_activation_[l],
-                                       batch * config_.widths[l + 1], config_.hidden_activation,
-                                       context.stream());
+    const bool hidden = l + 1 < layers();
+    // A hidden layer's bias is added by the fused bias-activation kernel below.
+    linear_forward(context, shape, pre_activation_[l], input, weights_[l],
+                   hidden ? nullptr : biases_[l]);
+    if (!hidden) break;
+    if (config_.bias)
+      kernels::launch_bias_activation_forward(pre_activation_[l], activation_[l], biases_[l], batch,
+                                              config_.widths[l + 1], config_.hidden_activation,
+                                              context.stream());
+    else
+      kernels::launch_activation_forward(activation_[l], pre_activation_[l],
+                                         batch * config_.widths[l + 1], config_.hidden_activation,
+                                         context.stream());
     input = activation_[l];
   }
   return pre_activation_.back();
 }
 
 void Mlp::backward(const StreamContext& context, const float* x, const float* dy, float* dx,
-                   std::size_t batch) {
+                   std::size_t batch, GradMode mode) {
   check_batch("Mlp::backward", batch);
   // dz: the gradient at the current layer's pre-activation; starts as dy (the last layer has no
-  // activation). Ping-pong between the two scratch buffers for the layers below.
+  // activation). Ping-pong between the two scratch buffers for the layers below. Layer l's bias
+  // gradient comes from its dz: the last layer's from dy (Linear's bias kernel), a hidden
+  // layer's from the fused activation backward that makes its dz.
   const float* dz = dy;
   float* next = gradient_a_;
   for (std::size_t l = layers(); l-- > 0;) {
     const LinearShape shape{batch, config_.widths[l], config_.widths[l + 1]};
     const float* input = l == 0 ? x : activation_[l - 1];
-    const float* weight = slab_->param(weight_name(l));
-    linear_backward(context, shape,
-                    {nullptr, slab_->grad(weight_name(l)),
-                     config_.bias ? slab_->grad(bias_name(l)) : nullptr},
-                    input, weight, dz, GradMode::Accumulate);
+    const bool top = l + 1 == layers();
+    linear_backward(context, shape, {nullptr, weight_grads_[l], top ? bias_grads_[l] : nullptr},
+                    input, weights_[l], dz, mode);
     if (l == 0) {
-      if (dx != nullptr) linear_backward(context, shape, {dx, nullptr, nullptr}, input, weight, dz,
-                                         GradMode::Overwrite);
+      if (dx != nullptr) linear_backward(context, shape, {dx, nullptr, nullptr}, input, weights_[l],
+                                         dz, GradMode::Overwrite);
       return;
     }
-    // da_{l-1} = dz W_l into `next`, then dz_{l-1} = act'(z_{l-1}) * da_{l-1} in place.
-    linear_backward(context, shape, {next, nullptr, nullptr}, input, weight, dz, GradMode::Overwrite);
-    kernels::launch_activation_backward(next, pre_activation_[l - 1], next,
-                                        batch * config_.widths[l], config_.hidden_activation,
-                                        GradMode::Overwrite, context.stream());
+    // da_{l-1} = dz W_l into `next`, then dz_{l-1} = act'(z_{l-1}) * da_{l-1} in place (with
+    // layer l-1's bias gradient from the same pass).
+    linear_backward(context, shape, {next, nullptr, nullptr}, input, weights_[l], dz,
+                    GradMode::Overwrite);
+    const std::size_t width = config_.widths[l];
+    if (config_.bias)
+      kernels::launch_activation_backward_bias_grad(next, bias_grads_[l - 1], pre_activation_[l - 1],
+                                                    next, batch, width, config_.hidden_activation,
+                                                    mode, context.stream());
+    else
+      kernels::launch_activation_backward(next, pre_activation_[l - 1], next, batch * width,
+                                          config_.hidden_activation, GradMode::Overwrite,
+                                          context.stream());
     dz = next;
     next = next == gradient_a_ ? gradient_b_ : gradient_a_;
   }

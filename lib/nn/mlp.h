@@ -11,8 +11,8 @@
 // Tensors "<name>.<l>.weight" [out, in] (weight decay) and "<name>.<l>.bias" [out] (no decay).
 // Forward saves each layer's pre-activation z_l and activation a_l [batch, width] in the arena
 // (overwritten by every forward); the backward reads them, so it must follow the forward of the
-// same x. Parameter gradients ACCUMULATE into the slab's grads (zero them once per step); dx,
-// when asked for, is overwritten. All work on the context's stream; no allocation, no host
+// same x. Parameter gradients accumulate into the slab's grads (zero them once per step) or, with
+// GradMode::Overwrite, replace them (no zeroing needed); dx, when asked for, is overwritten. All work on the context's stream; no allocation, no host
 // synchronization: forward and backward are graph-capturable.
 #pragma once
 
@@ -49,9 +49,10 @@ class Mlp {
 
   // y [batch, out], in the arena, valid until the next forward. batch <= max_batch.
   const float* forward(const StreamContext& context, const float* x, std::size_t batch);
-  // dy [batch, out] -> parameter grads (accumulated) and dx [batch, in] (overwritten; null: skip).
+  // dy [batch, out] -> parameter grads (accumulated or overwritten as `mode` says) and dx
+  // [batch, in] (overwritten; null: skip).
   void backward(const StreamContext& context, const float* x, const float* dy, float* dx,
-                std::size_t batch);
+                std::size_t batch, GradMode mode = GradMode::Accumulate);
 
   std::size_t layers() const noexcept { return config_.widths.size() - 1; }
   std::size_t in_features() const noexcept { return config_.widths.front(); }
@@ -73,6 +74,8 @@ class Mlp {
   std::vector<float*> activation_;      // a_l [max_batch, widths[l+1]] (hidden layers)
   float* gradient_a_ = nullptr;         // [max_batch, max_width] ping
   float* gradient_b_ = nullptr;         // [max_batch, max_width] pong
+  // Slab views per layer, looked up once in bind() (biases null without bias).
+  std::vector<float*> weights_, weight_grads_, biases_, bias_grads_;
 };
 
 }  // namespace resident::nn

@@ -38,7 +38,7 @@ std::size_t GpuReplayBuffer::device_bytes(const ReplayConfig& config, std::size_
   const std::size_t nodes = 2 * tree_leaf_count(cap);
   std::size_t bytes = 3 * nodes * sizeof(double);                        // trees
   bytes += cap * (2 * dim * sizeof(float) + sizeof(std::int32_t) + sizeof(float) +
-                  sizeof(std::uint8_t) + sizeof(std::uint32_t) + sizeof(std::int32_t));
+                  sizeof(std::uint8_t) + sizeof(std::uint32_t));  // storage + generations
   bytes += max_batch * (2 * sizeof(std::uint32_t) + 2 * sizeof(float) + sizeof(std::int32_t) +
                         sizeof(std::uint8_t) + 2 * dim * sizeof(float));
   if (is_rank(config))
@@ -63,7 +63,6 @@ GpuReplayBuffer::GpuReplayBuffer(const ReplayConfig& config, std::size_t max_bat
       rewards_(config.capacity),
       dones_(config.capacity),
       generations_(config.capacity),
-      owner_(config.capacity),
       counters_(1),
       out_indices_(max_batch),
       out_generations_(max_batch),
@@ -98,8 +97,7 @@ GpuReplayBuffer::GpuReplayBuffer(const ReplayConfig& config, std::size_t max_bat
     RESIDENT_CUDA_CHECK(cudaMemcpyAsync(rank_prefix_.data(), prefix.data(), rank_prefix_.bytes(),
                                         cudaMemcpyHostToDevice, stream_));
   }
-  kernels::launch_init_replay_scratch(is_rank(config) ? slot_iota_.data() : nullptr, owner_.data(),
-                                      capacity, stream_);
+  if (is_rank(config)) kernels::launch_init_slot_iota(slot_iota_.data(), capacity, stream_);
   RESIDENT_CUDA_CHECK(cudaStreamSynchronize(stream_));  // `prefix` must outlive its copy
 }
 
@@ -151,6 +149,8 @@ DeviceSampledBatch GpuReplayBuffer::draw(const double* device_uniforms, std::siz
                   __FILE__, __LINE__);
   validate_batch(batch, size_);
   const auto b = static_cast<std::uint32_t>(batch);
+  const kernels::SampledRowsView rows{out_states_.data(), out_actions_.data(), out_rewards_.data(),
+                                      out_next_states_.data(), out_dones_.data()};
   if (is_rank(config_)) {
     const auto capacity = static_cast<std::uint32_t>(config_.capacity);
     kernels::launch_sort_priorities(sorted_priorities_.data(), sorted_slots_.data(),
@@ -160,15 +160,13 @@ DeviceSampledBatch GpuReplayBuffer::draw(const double* device_uniforms, std::siz
                                 sorted_slots_.data(), sorted_priorities_.data(),
                                 rank_prefix_.data(), capacity, generations_.data(),
                                 counters_.data(), device_uniforms, seed_, b, params_, stream_);
+    kernels::launch_gather_rows(rows, storage_view(), out_indices_.data(), b, stream_);
   } else {
     kernels::launch_sample_proportional(out_indices_.data(), out_generations_.data(),
-                                        out_weights_.data(), tree_view(), generations_.data(),
-                                        counters_.data(), device_uniforms, seed_, b, params_,
-                                        stream_);
+                                        out_weights_.data(), rows, storage_view(), tree_view(),
+                                        generations_.data(), counters_.data(), device_uniforms,
+                                        seed_, b, params_, stream_);
   }
-  kernels::launch_gather_rows(out_states_.data(), out_actions_.data(), out_rewards_.data(),
-                              out_next_states_.data(), out_dones_.data(), storage_view(),
-                              out_indices_.data(), b, stream_);
   return {batch,
           out_indices_.data(),
           out_generations_.data(),
@@ -191,8 +189,7 @@ void GpuReplayBuffer::update_priorities(const std::uint32_t* indices,
     throw_invalid("GpuReplayBuffer::update_priorities",
                   "count = " + std::to_string(count) + ", allowed [0, 2147483647]", __FILE__,
                   __LINE__);
-  kernels::launch_update_priorities(tree_view(), counters_.data(), owner_.data(),
-                                    generations_.data(), indices, generations, td_errors,
+  kernels::launch_update_priorities(tree_view(), counters_.data(), generations_.data(), indices, generations, td_errors,
                                     static_cast<std::uint32_t>(count), params_, stream_);
 }
 

@@ -115,7 +115,6 @@ class GpuReplayBuffer {
   DeviceBuffer<float> rewards_;
   DeviceBuffer<std::uint8_t> dones_;
   DeviceBuffer<std::uint32_t> generations_;
-  DeviceBuffer<std::int32_t> owner_;               // update scratch, all -1 between calls
   DeviceBuffer<kernels::ReplayCounters> counters_;
 
   // Sample outputs [max_batch].

@@ -2,7 +2,8 @@
 // backward dx/dW/db in both grad modes, at edge sizes (1, odd, 32-tile boundaries, large).
 // Fresh random inputs; outputs poisoned with NaN (overwrite) or random (accumulate) before
 // each run; tolerance |gpu - ref| <= atol + rtol * |ref| with atol 1e-5, rtol 1e-4 (fp32
-// accumulation over up to `in` or `batch` terms).
+// accumulation over up to `in` terms); dW and db, sums over the batch that may cancel to near
+// 0, get atol 1e-5 + 2e-7 * batch.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -22,6 +23,7 @@ namespace {
 
 using namespace resident;
 using test::nn_support::expect_close;
+using test::nn_support::Tolerance;
 using test::nn_support::random_floats;
 using test::nn_support::to_double;
 
@@ -76,8 +78,11 @@ TEST_P(LinearTest, ForwardAndBackwardMatchTheReference) {
     reference::linear_backward(ref_shape, to_double(x), to_double(w), to_double(dy), {rdx, rdw, rdb},
                                acc ? reference::GradMode::Accumulate : reference::GradMode::Overwrite);
     expect_close(d_dx.download(), rdx, {kAtol, kRtol}, acc ? "dx acc" : "dx");
-    expect_close(d_dw.download(), rdw, {kAtol, kRtol}, acc ? "dW acc" : "dW");
-    expect_close(d_db.download(), rdb, {kAtol, kRtol}, acc ? "db acc" : "db");
+    // dW and db are fp32 sums over the batch, which may cancel to near 0: their absolute error
+    // grows with the rows summed.
+    const Tolerance over_batch{kAtol + 2e-7 * static_cast<double>(batch), kRtol};
+    expect_close(d_dw.download(), rdw, over_batch, acc ? "dW acc" : "dW");
+    expect_close(d_db.download(), rdb, over_batch, acc ? "db acc" : "db");
   }
 }
 

@@ -1,0 +1,79 @@
+// Fused bias + activation (bias_activation.h). Forward: one grid-stride thread per element.
+// Backward: the column-tile traversal of launch_bias_grad (column_tile_sum.cuh), each thread
+// writing dz for the elements it adds, so da and z are read once and dz written once.
+#include "kernels/nn/bias_activation.h"
+
+#include "kernels/core/launch_config.h"
+#include "kernels/nn/activation_math.cuh"
+#include "kernels/nn/column_tile_sum.cuh"
+#include "lib/core/error.h"
+#include "lib/core/nvtx_range.h"
+
+namespace resident::kernels {
+
+namespace {
+
+template <ActivationKind Kind>
+__global__ void bias_activation_forward(float* __restrict__ z, float* __restrict__ y,
+                                        const float* __restrict__ bias, std::size_t rows,
+                                        std::size_t cols, Activation a) {
+  const std::size_t total = rows * cols;
+  for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < total;
+       i += std::size_t{gridDim.x} * blockDim.x) {
+    const float pre = z[i] + bias[i % cols];
+    z[i] = pre;
+    y[i] = activation_math::value<Kind>(pre, a);
+  }
+}
+
+template <ActivationKind Kind>
+__global__ void __launch_bounds__(column_tile::kThreads)
+    activation_backward_bias_grad(float* dz, float* dbias, const float* __restrict__ z,
+                                  const float* da, std::size_t rows, std::size_t cols,
+                                  unsigned width, Activation a, bool accumulate) {
+  std::size_t c = 0;
+  const float sum = column_tile::sum_block_columns(
+      rows, cols, width,
+      [&](std::size_t r, std::size_t col) {
+        const std::size_t i = r * cols + col;
+        const float g = da[i] * activation_math::derivative<Kind>(z[i], a);
+        dz[i] = g;
+        return g;
+      },
+      c);
+  if (threadIdx.x < width && c < cols) rowwise::write_grad(dbias + c, sum, accumulate);
+}
+
+constexpr unsigned kBlock = 256;
+
+}  // namespace
+
+void launch_bias_activation_forward(float* z, float* y, const float* bias, std::size_t rows,
+                                    std::size_t cols, const Activation& activation,
+                                    cudaStream_t stream) {
+  const NvtxRange range("nn/bias_activation_forward");
+  activation_math::dispatch(activation, "bias_activation_forward", [&](auto kind) {
+    if (rows == 0 || cols == 0) return;
+    bias_activation_forward<decltype(kind)::value>
+        <<<grid_stride_blocks(rows * cols, kBlock), kBlock, 0, stream>>>(z, y, bias, rows, cols,
+                                                                         activation);
+    RESIDENT_CHECK_LAUNCH("bias_activation_forward");
+  });
+}
+
+void launch_activation_backward_bias_grad(float* dz, float* dbias, const float* z, const float* da,
+                                          std::size_t rows, std::size_t cols,
+                                          const Activation& activation, nn::GradMode mode,
+                                          cudaStream_t stream) {
+  const NvtxRange range("nn/activation_backward_bias_grad");
+  activation_math::dispatch(activation, "activation_backward_bias_grad", [&](auto kind) {
+    if (cols == 0) return;
+    const column_tile::Shape tile = column_tile::shape_for(rows, cols);
+    activation_backward_bias_grad<decltype(kind)::value>
+        <<<tile.blocks, column_tile::kThreads, 0, stream>>>(
+            dz, dbias, z, da, rows, cols, tile.width, activation, mode == nn::GradMode::Accumulate);
+    RESIDENT_CHECK_LAUNCH("activation_backward_bias_grad");
+  });
+}
+
+}  // namespace resident::kernels
