@@ -1,0 +1,62 @@
+// Epsilon-greedy: one thread per env (grid-stride). Contract in epsilon_greedy.h.
+#include "kernels/rl/dqn/epsilon_greedy.h"
+
+#include "kernels/core/launch_config.h"
+#include "kernels/core/philox.cuh"
+#include "lib/core/error.h"
+#include "lib/core/nvtx_range.h"
+
+namespace resident::kernels::dqn {
+
+namespace {
+
+__global__ void epsilon_greedy(std::int32_t* actions, const float* q_values, std::size_t env_count,
+                               std::size_t action_count, EpsilonSchedule schedule,
+                               const std::uint64_t* vector_step, std::uint64_t philox_seed) {
+  const std::uint64_t step = *vector_step;
+  const double epsilon = epsilon_at(schedule, step * env_count);
+  for (std::size_t n = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+       n < env_count; n += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
+    curandStatePhilox4_32_10_t rng = philox_state(PhiloxKey{philox_seed, 4 * step}, n);
+    const unsigned d0 = curand(&rng);
+    const unsigned d1 = curand(&rng);
+    const double u0 = static_cast<double>(d0 >> 8) * 0x1.0p-24;
+    const double u1 = static_cast<double>(d1 >> 8) * 0x1.0p-24;
+    std::int32_t action = 0;
+    if (u0 < epsilon) {
+      std::size_t a = static_cast<std::size_t>(u1 * static_cast<double>(action_count));
+      action = static_cast<std::int32_t>(a < action_count ? a : action_count - 1);
+    } else {
+      const float* q = q_values + n * action_count;
+      bool found = false;
+      float best = 0.0f;
+      for (std::size_t a = 0; a < action_count; ++a) {
+        const float v = q[a];
+        if (v == v && (!found || v > best)) {
+          best = v;
+          action = static_cast<std::int32_t>(a);
+          found = true;
+        }
+      }
+    }
+    actions[n] = action;
+  }
+}
+
+}  // namespace
+
+void launch_epsilon_greedy(std::int32_t* actions, const float* q_values, std::size_t env_count,
+                           std::size_t action_count, const EpsilonSchedule& schedule,
+                           const std::uint64_t* vector_step, std::uint64_t philox_seed,
+                           cudaStream_t stream) {
+  if (env_count == 0 || action_count == 0)
+    throw Error("launch_epsilon_greedy", "invalid size",
+                "env_count and action_count must be >= 1", __FILE__, __LINE__);
+  const NvtxRange range("dqn/epsilon_greedy");
+  constexpr unsigned kBlock = 128;
+  epsilon_greedy<<<grid_stride_blocks(env_count, kBlock), kBlock, 0, stream>>>(
+      actions, q_values, env_count, action_count, schedule, vector_step, philox_seed);
+  RESIDENT_CHECK_LAUNCH("epsilon_greedy");
+}
+
+}  // namespace resident::kernels::dqn

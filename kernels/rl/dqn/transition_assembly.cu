@@ -1,0 +1,44 @@
+// Transition assembly: one thread per (env, feature) element (grid-stride). Contract in
+// transition_assembly.h.
+#include "kernels/rl/dqn/transition_assembly.h"
+
+#include "kernels/core/launch_config.h"
+#include "lib/core/error.h"
+#include "lib/core/nvtx_range.h"
+
+namespace resident::kernels::dqn {
+
+namespace {
+
+__global__ void transition_assembly(TransitionOutputs out, TransitionSources in,
+                                    std::size_t env_count, std::size_t observation_size) {
+  const std::size_t total = env_count * observation_size;
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
+    const std::size_t n = i / observation_size;
+    const bool terminated = in.terminated != nullptr && in.terminated[n] != 0;
+    const bool ended = terminated || (in.truncated != nullptr && in.truncated[n] != 0);
+    out.states[i] = out.current_observations[i];
+    out.next_states[i] =
+        ended && in.final_observations != nullptr ? in.final_observations[i] : in.next_observations[i];
+    out.current_observations[i] = in.observations[i];
+    if (i - n * observation_size == 0) out.dones[n] = terminated ? 1 : 0;
+  }
+}
+
+}  // namespace
+
+void launch_transition_assembly(const TransitionOutputs& outputs, const TransitionSources& sources,
+                                std::size_t env_count, std::size_t observation_size,
+                                cudaStream_t stream) {
+  if (env_count == 0 || observation_size == 0)
+    throw Error("launch_transition_assembly", "invalid size",
+                "env_count and observation_size must be >= 1", __FILE__, __LINE__);
+  const NvtxRange range("dqn/transition_assembly");
+  constexpr unsigned kBlock = 256;
+  transition_assembly<<<grid_stride_blocks(env_count * observation_size, kBlock), kBlock, 0,
+                        stream>>>(outputs, sources, env_count, observation_size);
+  RESIDENT_CHECK_LAUNCH("transition_assembly");
+}
+
+}  // namespace resident::kernels::dqn

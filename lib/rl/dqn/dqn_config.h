@@ -1,0 +1,71 @@
+// DqnConfig: everything a DqnTrainer is built from, its validation and its hash (checkpoints
+// refuse a file written under another config).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/rl/dqn/epsilon_greedy.h"
+#include "lib/env/market_series.h"
+#include "lib/nn/param_slab.h"
+
+namespace resident::rl {
+
+enum class DqnEnvKind { CartPole, Trading };
+
+// Resident: collection, replay, training and priority updates on the GPU, one graph per step,
+// one readback per epoch. HostStaged: the classic round trip (transitions downloaded into the
+// CPU sum-tree replay, batches assembled on the host and uploaded, TD errors downloaded for the
+// CPU priority update, the loss read every step): the "before" of the benchmark.
+enum class DqnPipeline { Resident, HostStaged };
+
+struct DqnTradingConfig {
+  SyntheticMarketConfig market{};    // the synthetic series (validated by its own validate())
+  std::size_t window = 9;            // W >= 1; observation size W * F + 1
+  std::size_t episode_length = 200;  // L >= 1, with market.steps >= W + L
+  float cost_per_unit = 0.0f;        // finite, >= 0
+  FeatureNormalizationOptions normalization{};
+};
+
+struct DqnConfig {
+  DqnEnvKind env = DqnEnvKind::CartPole;
+  DqnTradingConfig trading{};
+  std::size_t env_count = 16;                   // vector envs N, [1, 65536]
+  std::vector<std::size_t> hidden = {128, 128};  // hidden widths, each in [1, 65536]
+  bool dueling = false;                         // V + A - mean(A) head
+  double gamma = 0.99;                          // [0, 1]
+  float reward_scale = 1.0f;                    // finite, > 0: y = scale * r + gamma * Q
+  std::size_t batch = 128;                      // [1, 65536]
+  std::size_t gradient_steps_per_env_step = 1;  // train steps per vector env step, [1, 64]
+  std::size_t replay_capacity = 100000;         // [batch, 2^30]
+  double priority_alpha = 0.6;                  // ReplayConfig's alpha
+  double beta_start = 0.4;                      // ReplayConfig's beta_start
+  double beta_max = 1.0;                        // ReplayConfig's beta_max
+  std::uint64_t beta_annealing_steps = 100000;  // ReplayConfig's (sample calls)
+  double priority_epsilon = 1e-6;               // ReplayConfig's epsilon
+  std::size_t learning_starts = 1000;  // transitions collected before training, [batch, capacity]
+  kernels::dqn::EpsilonSchedule epsilon{1.0, 0.05, 20000};  // start, end in [0, 1]
+  nn::AdamWConfig adamw{5e-4, 0.9, 0.999, 1e-8, 0.0};
+  double max_grad_norm = 10.0;           // > 0 (+inf: no clipping)
+  double huber_delta = 1.0;              // finite, > 0
+  double tau = 1.0;                      // (0, 1]: 1 = hard copy
+  std::uint64_t target_update_period = 500;  // gradient steps between target updates, >= 1
+  std::size_t steps_per_epoch = 1000;        // vector env steps per epoch, >= 1
+  std::size_t return_window = 100;           // episodes in the recent-return mean, [1, 2^20]
+  bool use_graph = true;     // resident steps as CUDA-graph replays (false: eager launches)
+  bool allow_tf32 = false;
+  DqnPipeline pipeline = DqnPipeline::Resident;
+  std::uint64_t seed = 0;
+};
+
+// Throws resident::Error("DqnConfig", "invalid config", ...) listing every invalid field as
+// "<field> = <value>, allowed <range>".
+void validate(const DqnConfig& config);
+
+// 64-bit hash of every field that changes what training computes (use_graph, which does not,
+// is left out). Checkpoints carry it.
+std::uint64_t config_hash(const DqnConfig& config);
+
+}  // namespace resident::rl

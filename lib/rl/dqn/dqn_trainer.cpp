@@ -1,0 +1,401 @@
+#include "lib/rl/dqn/dqn_trainer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <span>
+#include <string>
+
+#include "kernels/nn/losses.h"
+#include "kernels/rl/dqn/action_value_grad.h"
+#include "kernels/rl/dqn/double_dqn_target.h"
+#include "kernels/rl/dqn/epsilon_greedy.h"
+#include "kernels/rl/dqn/episode_tracker.h"
+#include "kernels/rl/dqn/target_update.h"
+#include "kernels/rl/dqn/td_error.h"
+#include "kernels/rl/dqn/train_metrics.h"
+#include "kernels/rl/dqn/transition_assembly.h"
+#include "lib/core/error.h"
+#include "lib/core/nvtx_range.h"
+#include "lib/core/philox.h"
+#include "lib/replay/cpu_replay_buffer.h"
+
+namespace resident::rl {
+
+namespace {
+
+namespace kd = kernels::dqn;
+
+constexpr std::uint64_t kExploreStreamId = 0x44514e6578706c72ull;  // "DQNexplr"
+constexpr std::uint64_t kHostSamplerStreamId = 0x4451484f53545247ull;
+
+// A pinned host array (cudaMallocHost): the staging of the host-staged pipeline.
+template <class T>
+class PinnedArray {
+ public:
+  explicit PinnedArray(std::size_t count) : count_(count) {
+    void* p = nullptr;
+    RESIDENT_CUDA_CHECK(cudaMallocHost(&p, std::max<std::size_t>(count, 1) * sizeof(T)));
+    data_ = static_cast<T*>(p);
+  }
+  ~PinnedArray() { (void)cudaFreeHost(data_); }
+  PinnedArray(const PinnedArray&) = delete;
+  PinnedArray& operator=(const PinnedArray&) = delete;
+  T* data() noexcept { return data_; }
+  std::span<const T> view() const noexcept { return {data_, count_}; }
+  std::size_t bytes() const noexcept { return count_ * sizeof(T); }
+
+ private:
+  T* data_ = nullptr;
+  std::size_t count_ = 0;
+};
+
+ReplayConfig replay_config(const DqnConfig& c, std::size_t state_dim) {
+  ReplayConfig r;
+  r.capacity = c.replay_capacity;
+  r.state_dim = state_dim;
+  r.alpha = c.priority_alpha;
+  r.beta_start = c.beta_start;
+  r.beta_max = c.beta_max;
+  r.beta_annealing_steps = c.beta_annealing_steps;
+  r.epsilon = c.priority_epsilon;
+  return r;
+}
+
+const DqnConfig& validated(const DqnConfig& c) {
+  validate(c);
+  return c;
+}
+
+template <class T>
+void d2h(T* host, const T* device, std::size_t count, cudaStream_t stream) {
+  RESIDENT_CUDA_CHECK(
+      cudaMemcpyAsync(host, device, count * sizeof(T), cudaMemcpyDeviceToHost, stream));
+}
+
+template <class T>
+void h2d(T* device, const T* host, std::size_t count, cudaStream_t stream) {
+  RESIDENT_CUDA_CHECK(
+      cudaMemcpyAsync(device, host, count * sizeof(T), cudaMemcpyHostToDevice, stream));
+}
+
+}  // namespace
+
+struct DqnTrainer::HostStaging {
+  CpuReplayBuffer replay;
+  std::mt19937_64 rng;
+  SampledBatch sampled;
+  // One collection step's transitions, downloaded.
+  PinnedArray<float> states, next_states, rewards;
+  PinnedArray<std::int32_t> actions;
+  PinnedArray<std::uint8_t> dones;
+  // One batch, assembled on the host and uploaded.
+  PinnedArray<float> batch_states, batch_next_states, batch_rewards, batch_weights;
+  PinnedArray<std::int32_t> batch_actions;
+  PinnedArray<std::uint8_t> batch_dones;
+  // Downloaded every train step.
+  PinnedArray<float> td_errors, loss;
+  // The uploaded batch on the device.
+  DeviceBuffer<float> d_states, d_next_states, d_rewards, d_weights;
+  DeviceBuffer<std::int32_t> d_actions;
+  DeviceBuffer<std::uint8_t> d_dones;
+
+  HostStaging(const ReplayConfig& config, std::uint64_t seed, std::size_t n, std::size_t d,
+              std::size_t b)
+      : replay(config),
+        rng(mix_seed(seed, kHostSamplerStreamId)),
+        states(n * d),
+        next_states(n * d),
+        rewards(n),
+        actions(n),
+        dones(n),
+        batch_states(b * d),
+        batch_next_states(b * d),
+        batch_rewards(b),
+        batch_weights(b),
+        batch_actions(b),
+        batch_dones(b),
+        td_errors(b),
+        loss(1),
+        d_states(b * d),
+        d_next_states(b * d),
+        d_rewards(b),
+        d_weights(b),
+        d_actions(b),
+        d_dones(b) {}
+};
+
+DqnTrainer::DqnTrainer(const DqnConfig& config)
+    : config_(validated(config)),
+      context_(StreamContextOptions{.allow_tf32 = config.allow_tf32}) {
+  const cudaStream_t s = context_.stream();
+  env_ = std::make_unique<DqnEnv>(config_, s);
+  n_ = env_->env_count();
+  d_ = env_->observation_size();
+  a_ = env_->action_count();
+  b_ = config_.batch;
+  const QNetworkShape shape{d_, a_, config_.hidden, config_.dueling};
+  const std::size_t max_batch = std::max(n_, b_);
+  online_ = std::make_unique<QNetwork>(shape, max_batch, online_slab_);
+  target_ = std::make_unique<QNetwork>(shape, max_batch, target_slab_);
+  online_slab_.finalize();
+  target_slab_.finalize();
+  // Same seed, same deterministic init: the target starts equal to the online network.
+  const std::uint64_t init_seed = mix_seed(config_.seed, 0x445141696e697421ull);
+  online_->bind(init_seed, s);
+  target_->bind(init_seed, s);
+  explore_seed_ = mix_seed(config_.seed, kExploreStreamId);
+
+  const ReplayConfig rc = replay_config(config_, d_);
+  if (config_.pipeline == DqnPipeline::Resident)
+    gpu_replay_ = std::make_unique<GpuReplayBuffer>(rc, b_, config_.seed, s);
+  else
+    staged_ = std::make_unique<HostStaging>(rc, config_.seed, n_, d_, b_);
+
+  current_obs_ = DeviceBuffer<float>(n_ * d_);
+  trans_states_ = DeviceBuffer<float>(n_ * d_);
+  trans_next_states_ = DeviceBuffer<float>(n_ * d_);
+  actions_ = DeviceBuffer<std::int32_t>(n_);
+  trans_dones_ = DeviceBuffer<std::uint8_t>(n_);
+  running_return_ = DeviceBuffer<float>(n_);
+  recent_returns_ = DeviceBuffer<float>(config_.return_window);
+  tracker_counters_ = DeviceBuffer<std::uint64_t>(kd::kTrackerCounterCount);
+  train_counters_ = DeviceBuffer<std::uint64_t>(kd::kTrainCounterCount);
+  epoch_return_sum_ = DeviceBuffer<double>(1);
+  epoch_loss_sum_ = DeviceBuffer<double>(1);
+  targets_ = DeviceBuffer<float>(b_);
+  q_taken_ = DeviceBuffer<float>(b_);
+  td_errors_ = DeviceBuffer<float>(b_);
+  loss_ = DeviceBuffer<float>(1);
+  loss_partials_ = DeviceBuffer<float>(kernels::loss_partials_count(b_));
+  d_q_taken_ = DeviceBuffer<float>(b_);
+  d_q_ = DeviceBuffer<float>(b_ * a_);
+  summary_ = DeviceBuffer<kd::EpochSummary>(1);
+  status_ = DeviceBuffer<kd::EpochStatus>(1);
+
+  RESIDENT_CUDA_CHECK(cudaMemcpyAsync(current_obs_.data(), env_->observations(),
+                                      current_obs_.bytes(), cudaMemcpyDeviceToDevice, s));
+  RESIDENT_CUDA_CHECK(cudaMemsetAsync(running_return_.data(), 0, running_return_.bytes(), s));
+  RESIDENT_CUDA_CHECK(cudaMemsetAsync(recent_returns_.data(), 0, recent_returns_.bytes(), s));
+  RESIDENT_CUDA_CHECK(cudaMemsetAsync(tracker_counters_.data(), 0, tracker_counters_.bytes(), s));
+  RESIDENT_CUDA_CHECK(cudaMemsetAsync(train_counters_.data(), 0, train_counters_.bytes(), s));
+  RESIDENT_CUDA_CHECK(cudaMemsetAsync(epoch_return_sum_.data(), 0, epoch_return_sum_.bytes(), s));
+  RESIDENT_CUDA_CHECK(cudaMemsetAsync(epoch_loss_sum_.data(), 0, epoch_loss_sum_.bytes(), s));
+  context_.synchronize();
+  warmup_vector_steps_ = (config_.learning_starts + n_ - 1) / n_;
+}
+
+DqnTrainer::~DqnTrainer() {
+  if (collect_graph_ != nullptr) (void)cudaGraphExecDestroy(collect_graph_);
+  if (train_graph_ != nullptr) (void)cudaGraphExecDestroy(train_graph_);
+}
+
+kd::EpisodeTrackerState DqnTrainer::tracker_state() noexcept {
+  return {running_return_.data(), recent_returns_.data(), tracker_counters_.data(),
+          epoch_return_sum_.data(), recent_returns_.size()};
+}
+
+kd::TrainMetricsState DqnTrainer::metrics_state() noexcept {
+  return {epoch_loss_sum_.data(), train_counters_.data()};
+}
+
+void DqnTrainer::collect_step() {
+  const cudaStream_t s = context_.stream();
+  const float* q = online_->forward(context_, current_obs_.data(), n_);
+  kd::launch_epsilon_greedy(actions_.data(), q, n_, a_, config_.epsilon,
+                            tracker_counters_.data() + kd::kVectorSteps, explore_seed_, s);
+  env_->step(actions_.data(), s);
+  kd::launch_transition_assembly(
+      {trans_states_.data(), trans_next_states_.data(), trans_dones_.data(), current_obs_.data()},
+      env_->sources(), n_, d_, s);
+  kd::launch_episode_tracker(tracker_state(), env_->rewards(), env_->terminated(),
+                             env_->truncated(), n_, s);
+}
+
+void DqnTrainer::train_on_batch(const SampleView& batch) {
+  const cudaStream_t s = context_.stream();
+  const float delta = static_cast<float>(config_.huber_delta);
+  const float* q_next_online = online_->forward(context_, batch.next_states, b_);
+  const float* q_next_target = target_->forward(context_, batch.next_states, b_);
+  kd::launch_double_dqn_target(targets_.data(), q_next_online, q_next_target, batch.rewards,
+                               batch.dones, b_, a_, static_cast<float>(config_.gamma),
+                               config_.reward_scale, s);
+  const float* q = online_->forward(context_, batch.states, b_);
+  kd::launch_td_error(q_taken_.data(), td_errors_.data(), q, batch.actions, targets_.data(), b_,
+                      a_, s);
+  kernels::launch_huber_loss(loss_.data(), loss_partials_.data(), loss_partials_.size(),
+                             q_taken_.data(), targets_.data(), batch.is_weights, b_, 1, delta, s);
+  online_slab_.zero_grads(s);
+  kernels::launch_huber_loss_backward(d_q_taken_.data(), q_taken_.data(), targets_.data(),
+                                      batch.is_weights, b_, 1, delta, 1.0f,
+                                      nn::GradMode::Overwrite, s);
+  kd::launch_action_value_grad(d_q_.data(), d_q_taken_.data(), batch.actions, b_, a_, s);
+  online_->backward(context_, batch.states, d_q_.data(), b_);
+  online_slab_.global_grad_norm_and_clip(static_cast<float>(config_.max_grad_norm), s);
+  online_slab_.adamw_step(config_.adamw, s);
+  kd::launch_target_update(target_slab_.params(), online_slab_.params(),
+                           online_slab_.total_elements(), static_cast<float>(config_.tau),
+                           config_.target_update_period, online_slab_.step_counter(), s);
+}
+
+void DqnTrainer::enqueue_step(bool train) {
+  const NvtxRange range("dqn/step");
+  collect_step();
+  gpu_replay_->insert_batch({trans_states_.data(), actions_.data(), env_->rewards(),
+                             trans_next_states_.data(), trans_dones_.data()},
+                            n_);
+  if (!train) return;
+  for (std::size_t g = 0; g < config_.gradient_steps_per_env_step; ++g) {
+    const DeviceSampledBatch sampled = gpu_replay_->sample(b_);
+    train_on_batch({sampled.states, sampled.actions, sampled.rewards, sampled.next_states,
+                    sampled.dones, sampled.is_weights});
+    gpu_replay_->update_priorities(sampled.indices, sampled.generations, td_errors_.data(), b_);
+    kd::launch_train_metrics(metrics_state(), loss_.data(), td_errors_.data(), b_,
+                             context_.stream());
+  }
+}
+
+void DqnTrainer::capture(bool train) {
+  cudaGraphExec_t& exec = train ? train_graph_ : collect_graph_;
+  const cudaStream_t s = context_.stream();
+  cudaGraph_t graph = nullptr;
+  RESIDENT_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+  try {
+    enqueue_step(train);
+  } catch (...) {
+    (void)cudaStreamEndCapture(s, &graph);
+    if (graph != nullptr) (void)cudaGraphDestroy(graph);
+    throw;
+  }
+  RESIDENT_CUDA_CHECK(cudaStreamEndCapture(s, &graph));
+  const cudaError_t instantiated = cudaGraphInstantiate(&exec, graph, 0);
+  (void)cudaGraphDestroy(graph);
+  RESIDENT_CUDA_CHECK(instantiated);
+}
+
+void DqnTrainer::host_staged_step(bool train) {
+  const NvtxRange range("dqn/host_staged_step");
+  const cudaStream_t s = context_.stream();
+  HostStaging& h = *staged_;
+  collect_step();
+  d2h(h.states.data(), trans_states_.data(), n_ * d_, s);
+  d2h(h.next_states.data(), trans_next_states_.data(), n_ * d_, s);
+  d2h(h.rewards.data(), env_->rewards(), n_, s);
+  d2h(h.actions.data(), actions_.data(), n_, s);
+  d2h(h.dones.data(), trans_dones_.data(), n_, s);
+  context_.synchronize();
+  h.replay.insert_batch({h.states.view(), h.actions.view(), h.rewards.view(), h.next_states.view(),
+                         h.dones.view()});
+  if (!train) return;
+  for (std::size_t g = 0; g < config_.gradient_steps_per_env_step; ++g) {
+    h.replay.sample(b_, h.rng, h.sampled);
+    std::memcpy(h.batch_states.data(), h.sampled.states.data(), h.batch_states.bytes());
+    std::memcpy(h.batch_next_states.data(), h.sampled.next_states.data(),
+                h.batch_next_states.bytes());
+    std::memcpy(h.batch_rewards.data(), h.sampled.rewards.data(), h.batch_rewards.bytes());
+    std::memcpy(h.batch_weights.data(), h.sampled.is_weights.data(), h.batch_weights.bytes());
+    std::memcpy(h.batch_actions.data(), h.sampled.actions.data(), h.batch_actions.bytes());
+    std::memcpy(h.batch_dones.data(), h.sampled.dones.data(), h.batch_dones.bytes());
+    h2d(h.d_states.data(), h.batch_states.data(), b_ * d_, s);
+    h2d(h.d_next_states.data(), h.batch_next_states.data(), b_ * d_, s);
+    h2d(h.d_rewards.data(), h.batch_rewards.data(), b_, s);
+    h2d(h.d_weights.data(), h.batch_weights.data(), b_, s);
+    h2d(h.d_actions.data(), h.batch_actions.data(), b_, s);
+    h2d(h.d_dones.data(), h.batch_dones.data(), b_, s);
+    train_on_batch({h.d_states.data(), h.d_actions.data(), h.d_rewards.data(),
+                    h.d_next_states.data(), h.d_dones.data(), h.d_weights.data()});
+    kd::launch_train_metrics(metrics_state(), loss_.data(), td_errors_.data(), b_, s);
+    d2h(h.td_errors.data(), td_errors_.data(), b_, s);
+    d2h(h.loss.data(), loss_.data(), 1, s);
+    context_.synchronize();
+    const std::uint64_t step = gradient_steps_ + g + 1;
+    const std::span<const float> td = h.td_errors.view();
+    const bool bad_td = std::any_of(td.begin(), td.end(), [](float v) { return !std::isfinite(v); });
+    if (!std::isfinite(h.loss.data()[0]) || bad_td)
+      throw Error("DqnTrainer::train_epoch", "non-finite loss or TD error",
+                  "at gradient step " + std::to_string(step) + " (host-staged; loss " +
+                      std::to_string(h.loss.data()[0]) + "); training stopped",
+                  __FILE__, __LINE__);
+    h.replay.update_priorities(h.sampled.indices, h.sampled.generations, td);
+  }
+}
+
+void DqnTrainer::step(bool train) {
+  if (config_.pipeline == DqnPipeline::HostStaged) {
+    host_staged_step(train);
+  } else if (!config_.use_graph || !train) {
+    // Collection-only steps run eagerly: they are the warm-up, and the replay's host-side size
+    // (which sample() checks when the train graph is captured) only counts host calls.
+    enqueue_step(train);
+  } else {
+    if (train_graph_ == nullptr) capture(true);
+    RESIDENT_CUDA_CHECK(cudaGraphLaunch(train_graph_, context_.stream()));
+  }
+  ++vector_steps_;
+  if (train) gradient_steps_ += config_.gradient_steps_per_env_step;
+}
+
+DqnEpochMetrics DqnTrainer::train_epoch() {
+  const NvtxRange range("dqn/epoch");
+  const cudaStream_t s = context_.stream();
+  for (std::size_t k = 0; k < config_.steps_per_epoch; ++k)
+    step(vector_steps_ >= warmup_vector_steps_);
+  kd::launch_epoch_summary(summary_.data(), status_.data(), metrics_state(), tracker_state(), s);
+  summary_readback_.enqueue(summary_.data(), s);
+  status_readback_.enqueue(status_.data(), s);
+  const kd::EpochSummary summary = summary_readback_.wait();
+  const kd::EpochStatus status = status_readback_.wait();
+  ++epoch_;
+  if (status.first_nonfinite_step != 0)
+    throw Error("DqnTrainer::train_epoch", "non-finite loss or TD error",
+                "first at gradient step " + std::to_string(status.first_nonfinite_step) +
+                    " (epoch " + std::to_string(epoch_) + ", gradient steps " +
+                    std::to_string(gradient_steps_) + " done); training stopped",
+                __FILE__, __LINE__);
+  DqnEpochMetrics m;
+  m.epoch = epoch_;
+  m.env_steps = vector_steps_ * n_;
+  m.gradient_steps = gradient_steps_;
+  m.mean_loss = summary.mean_loss;
+  m.mean_recent_return = summary.mean_recent_return;
+  m.episodes = status.episodes;
+  return m;
+}
+
+std::vector<float> DqnTrainer::evaluate_greedy(std::size_t vector_steps, std::size_t max_episodes) {
+  if (max_episodes == 0)
+    throw Error("DqnTrainer::evaluate_greedy", "invalid argument", "max_episodes = 0, allowed >= 1",
+                __FILE__, __LINE__);
+  const cudaStream_t s = context_.stream();
+  DeviceBuffer<float> running(n_), ring(max_episodes);
+  DeviceBuffer<std::uint64_t> counters(kd::kTrackerCounterCount);
+  DeviceBuffer<double> sum(1);
+  RESIDENT_CUDA_CHECK(cudaMemsetAsync(running.data(), 0, running.bytes(), s));
+  RESIDENT_CUDA_CHECK(cudaMemsetAsync(counters.data(), 0, counters.bytes(), s));
+  RESIDENT_CUDA_CHECK(cudaMemsetAsync(sum.data(), 0, sum.bytes(), s));
+  const kd::EpisodeTrackerState eval{running.data(), ring.data(), counters.data(), sum.data(),
+                                     max_episodes};
+  const kd::EpsilonSchedule greedy{0.0, 0.0, 0};
+  for (std::size_t k = 0; k < vector_steps; ++k) {
+    const float* q = online_->forward(context_, current_obs_.data(), n_);
+    kd::launch_epsilon_greedy(actions_.data(), q, n_, a_, greedy,
+                              counters.data() + kd::kVectorSteps, explore_seed_, s);
+    env_->step(actions_.data(), s);
+    kd::launch_transition_assembly({trans_states_.data(), trans_next_states_.data(),
+                                    trans_dones_.data(), current_obs_.data()},
+                                   env_->sources(), n_, d_, s);
+    kd::launch_episode_tracker(eval, env_->rewards(), env_->terminated(), env_->truncated(), n_,
+                               s);
+  }
+  context_.synchronize();
+  const std::vector<std::uint64_t> c = counters.download();
+  const std::vector<float> slots = ring.download();
+  const std::uint64_t ended = c[kd::kEpisodesCompleted];
+  const std::uint64_t kept = std::min<std::uint64_t>(ended, max_episodes);
+  std::vector<float> returns;
+  for (std::uint64_t k = ended - kept; k < ended; ++k) returns.push_back(slots[k % max_episodes]);
+  return returns;
+}
+
+}  // namespace resident::rl

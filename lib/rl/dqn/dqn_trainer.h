@@ -1,0 +1,155 @@
+// DqnTrainer: double DQN with prioritized replay, entirely on the GPU (issue 7).
+//
+//   DqnTrainer trainer(config);                 // setup: allocations, env reset, init, uploads
+//   for (...) { DqnEpochMetrics m = trainer.train_epoch(); }
+//
+// One step = one collection step (online Q on the N current observations, epsilon-greedy with
+// per-env Philox draws and a device-resident step counter, env step, transition assembly,
+// episode tracking, replay insert) followed by gradient_steps_per_env_step train steps (PER
+// sample with IS weights, double-DQN targets from the online argmax and the target network,
+// IS-weighted Huber loss, backward, global-norm clip, AdamW, hard/Polyak target update keyed by
+// the device AdamW step, priority update from TD errors that never leave the device, device
+// metrics). Before learning_starts transitions are stored, a step is the collection alone.
+//
+// Resident pipeline: a step only enqueues kernels on one stream (no allocation, copy or sync),
+// captured once into a CUDA graph (one for collection alone, one for collection + training) and
+// replayed; an epoch is steps_per_epoch replays, then one summary kernel and the epoch's only
+// host interaction: two 8-byte ScalarReadbacks (mean loss and recent mean return; first
+// non-finite step and episode count). A non-finite loss or TD error seen by the device counters
+// throws resident::Error naming the gradient step. Transfer contract: DqnEpochContract.
+//
+// Host-staged pipeline (config.pipeline): the same env, policy and network kernels, launched
+// eagerly, with the classic round trips around a CpuReplayBuffer: transitions downloaded every
+// step, batches sampled and assembled on the host and uploaded, TD errors and the loss
+// downloaded every train step (pinned staging buffers), priorities updated on the host.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <vector>
+
+#include "kernels/rl/dqn/epoch_summary.h"
+#include "lib/core/device_buffer.h"
+#include "lib/core/scalar_readback.h"
+#include "lib/core/stream.h"
+#include "lib/nn/param_slab.h"
+#include "lib/replay/gpu_replay_buffer.h"
+#include "lib/rl/dqn/dqn_config.h"
+#include "lib/rl/dqn/dqn_env.h"
+#include "lib/rl/dqn/q_network.h"
+
+namespace resident::rl {
+
+struct DqnEpochMetrics {
+  std::uint64_t epoch = 0;           // epochs done, this one included
+  std::uint64_t env_steps = 0;       // transitions collected so far (N per vector step)
+  std::uint64_t gradient_steps = 0;  // train steps so far
+  float mean_loss = 0.0f;            // mean loss of this epoch's train steps; NaN when none
+  float mean_recent_return = 0.0f;   // mean return of the last return_window episodes; NaN: none
+  std::uint32_t episodes = 0;        // episodes completed so far (saturating)
+};
+
+// The transfer contract of one resident epoch (tests and benches build an
+// audit::TransferContract from it): no bulk D2H, no H2D, at most 2 scalar (<= 8 B) D2H and the
+// 2 event waits of their readback.
+struct DqnEpochContract {
+  static constexpr std::uint64_t max_d2h_scalar = 2;
+  static constexpr std::uint64_t max_d2h_bulk = 0;
+  static constexpr std::uint64_t max_h2d = 0;
+  static constexpr std::uint64_t max_syncs = 2;
+};
+
+class DqnTrainer {
+ public:
+  explicit DqnTrainer(const DqnConfig& config);
+  ~DqnTrainer();
+  DqnTrainer(const DqnTrainer&) = delete;
+  DqnTrainer& operator=(const DqnTrainer&) = delete;
+
+  // steps_per_epoch steps, then the epoch readback. Throws resident::Error on a non-finite loss
+  // or TD error, naming the gradient step (the state then holds the failed step's results).
+  DqnEpochMetrics train_epoch();
+
+  // ----- checkpoint phase (blocking; resident pipeline)
+  // Writes online and target parameters, AdamW state and step, the trainer's counters, device
+  // metrics, tracker and policy state and CartPole's Philox counter, atomically (temp + rename),
+  // with a header (magic, version, config hash) and a checksum. The replay's contents and the
+  // env's per-env dynamics state are not part of it (no API exports them): a resumed run is
+  // bit-identical to the uninterrupted one when its replay and env hold the same state.
+  void save_checkpoint(const std::filesystem::path& path);
+  // Validates the whole file (magic, version, checksum, config hash, slab layouts) before it
+  // changes anything, then restores what save_checkpoint wrote. Throws resident::Error.
+  void load_checkpoint(const std::filesystem::path& path);
+
+  // ----- evaluation and inspection (blocking; never in an epoch)
+  // Runs `vector_steps` greedy steps (epsilon 0) without storing or training and returns the
+  // returns of the episodes that ended, in completion order (at most max_episodes, the last
+  // ones). The first episode each env ends began before the evaluation (a partial return).
+  std::vector<float> evaluate_greedy(std::size_t vector_steps, std::size_t max_episodes);
+
+  const DqnConfig& config() const noexcept { return config_; }
+  const StreamContext& context() const noexcept { return context_; }
+  const DqnEnv& env() const noexcept { return *env_; }
+  const nn::ParamSlab& online_slab() const noexcept { return online_slab_; }
+  const nn::ParamSlab& target_slab() const noexcept { return target_slab_; }
+  const GpuReplayBuffer* gpu_replay() const noexcept { return gpu_replay_.get(); }
+  std::uint64_t vector_steps() const noexcept { return vector_steps_; }
+  std::uint64_t gradient_steps() const noexcept { return gradient_steps_; }
+  std::size_t warmup_vector_steps() const noexcept { return warmup_vector_steps_; }
+
+ private:
+  struct HostStaging;
+  struct SampleView {
+    const float* states;
+    const std::int32_t* actions;
+    const float* rewards;
+    const float* next_states;
+    const std::uint8_t* dones;
+    const float* is_weights;
+  };
+
+  void step(bool train);          // one whole step, eagerly or by graph replay
+  void enqueue_step(bool train);  // resident: the kernels of one step (what a graph captures)
+  void collect_step();            // policy, env, assembly, tracking (no insert)
+  void train_on_batch(const SampleView& batch);  // targets .. target update (no priorities)
+  void host_staged_step(bool train);
+  void capture(bool train);
+  kernels::dqn::EpisodeTrackerState tracker_state() noexcept;
+  kernels::dqn::TrainMetricsState metrics_state() noexcept;
+
+  DqnConfig config_;
+  StreamContext context_;
+  std::unique_ptr<DqnEnv> env_;
+  std::size_t n_ = 0, d_ = 0, a_ = 0, b_ = 0;
+  nn::ParamSlab online_slab_, target_slab_;
+  std::unique_ptr<QNetwork> online_, target_;
+  std::unique_ptr<GpuReplayBuffer> gpu_replay_;
+  std::unique_ptr<HostStaging> staged_;
+  std::uint64_t explore_seed_ = 0;
+
+  // Collection: current observations, actions, assembled transitions.
+  DeviceBuffer<float> current_obs_, trans_states_, trans_next_states_;
+  DeviceBuffer<std::int32_t> actions_;
+  DeviceBuffer<std::uint8_t> trans_dones_;
+  // Episode tracker and train metrics (device accumulators).
+  DeviceBuffer<float> running_return_, recent_returns_;
+  DeviceBuffer<std::uint64_t> tracker_counters_, train_counters_;
+  DeviceBuffer<double> epoch_return_sum_, epoch_loss_sum_;
+  // Train step scratch.
+  DeviceBuffer<float> targets_, q_taken_, td_errors_, loss_, loss_partials_, d_q_taken_, d_q_;
+  // Epoch readback.
+  DeviceBuffer<kernels::dqn::EpochSummary> summary_;
+  DeviceBuffer<kernels::dqn::EpochStatus> status_;
+  ScalarReadback<kernels::dqn::EpochSummary> summary_readback_;
+  ScalarReadback<kernels::dqn::EpochStatus> status_readback_;
+
+  cudaGraphExec_t collect_graph_ = nullptr, train_graph_ = nullptr;
+  std::size_t warmup_vector_steps_ = 0;
+  std::uint64_t vector_steps_ = 0, gradient_steps_ = 0, epoch_ = 0;
+};
+
+}  // namespace resident::rl
