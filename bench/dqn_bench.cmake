@@ -1,0 +1,3 @@
+# DQN trainer bench (issue 7): resident vs host-staged epochs (included by bench/CMakeLists.txt).
+resident_add_bench(dqn_bench dqn_bench.cu)
+target_link_libraries(dqn_bench PRIVATE resident_dqn)

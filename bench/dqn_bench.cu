@@ -1,0 +1,87 @@
+// DQN trainer benchmarks (issue 7): one epoch (steps_per_epoch vector env steps, each followed by
+// one gradient step) of the resident pipeline (CUDA-graph replays, one 2-scalar readback per
+// epoch) against the host-staged pipeline (CPU sum-tree replay, per-step downloads, uploads and
+// syncs), same config, same env and gradient steps, in one run:
+//   dqn_epoch/resident      contract: 0 bulk D2H, 0 H2D, <= 2 scalar D2H, <= 2 syncs per epoch
+//   dqn_epoch/host_staged   no contract limits (its transfers are the point)
+// Default config: trading env on a synthetic market, window 9 x 7 features + position = 64-dim
+// observations, 32 envs, MLP 64-256-256-3, replay capacity 1e6, batch 256.
+// Targets (H200): resident >= 5x host-staged; >= 20k gradient steps/s resident.
+#include <benchmark/benchmark.h>
+
+#include <memory>
+
+#include "bench/harness.h"
+#include "lib/rl/dqn/dqn_trainer.h"
+
+namespace {
+
+using namespace resident;
+using namespace resident::rl;
+
+constexpr std::size_t kStepsPerEpoch = 200;
+
+DqnConfig bench_config(DqnPipeline pipeline) {
+  DqnConfig c;
+  c.env = DqnEnvKind::Trading;
+  c.trading.market.steps = 100000;
+  c.trading.market.noise_feature_count = 5;
+  c.trading.window = 9;
+  c.trading.episode_length = 200;
+  c.env_count = 32;
+  c.hidden = {256, 256};
+  c.batch = 256;
+  c.gradient_steps_per_env_step = 1;
+  c.replay_capacity = 1000000;
+  c.learning_starts = 10000;
+  c.epsilon = {1.0, 0.05, 100000};
+  c.tau = 0.005;
+  c.target_update_period = 1;
+  c.steps_per_epoch = kStepsPerEpoch;
+  c.pipeline = pipeline;
+  c.seed = 1;
+  return c;
+}
+
+void BM_dqn_epoch(benchmark::State& state, DqnPipeline pipeline) {
+  const DqnConfig config = bench_config(pipeline);
+  DqnTrainer trainer(config);
+  audit::TransferContract contract;  // host-staged: no limits
+  if (pipeline == DqnPipeline::Resident) {
+    contract.max_d2h_scalar = DqnEpochContract::max_d2h_scalar;
+    contract.max_d2h_bulk = DqnEpochContract::max_d2h_bulk;
+    contract.max_h2d = DqnEpochContract::max_h2d;
+    contract.max_syncs = DqnEpochContract::max_syncs;
+  }
+  const auto body = [&] { (void)trainer.train_epoch(); };
+  bench::TimedPhase timed(state,
+                          pipeline == DqnPipeline::Resident ? "dqn/epoch" : "dqn_host_staged/epoch",
+                          contract, trainer.context().stream());
+  // Warm-up: the replay fills past learning_starts and the step graph is captured.
+  const std::size_t warm_epochs =
+      trainer.warmup_vector_steps() / kStepsPerEpoch + 2;
+  timed.warm_up(body, static_cast<int>(warm_epochs));
+  for (auto _ : state) timed.iteration(body);
+  timed.finish();
+  timed.set_rate("env_steps_per_s", static_cast<double>(kStepsPerEpoch * config.env_count));
+  timed.set_rate("gradient_steps_per_s",
+                 static_cast<double>(kStepsPerEpoch * config.gradient_steps_per_env_step));
+  state.counters["steps_per_epoch"] = static_cast<double>(kStepsPerEpoch);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 2;
+  bench::add_context();
+  bench::configure(benchmark::RegisterBenchmark("dqn_epoch/resident", BM_dqn_epoch,
+                                                DqnPipeline::Resident))
+      ->Iterations(10);
+  bench::configure(benchmark::RegisterBenchmark("dqn_epoch/host_staged", BM_dqn_epoch,
+                                                DqnPipeline::HostStaged))
+      ->Iterations(5);
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

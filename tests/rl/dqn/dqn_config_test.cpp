@@ -1,0 +1,138 @@
+// CPU tests of the DQN trainer's host parts: config validation (every bad field named with its
+// value and allowed range), the config hash, and the checkpoint file format (round trip, atomic
+// write, and the errors for a foreign, corrupt, truncated, newer or mismatched file).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "lib/core/error.h"
+#include "lib/rl/dqn/dqn_checkpoint.h"
+#include "lib/rl/dqn/dqn_config.h"
+
+namespace {
+
+using namespace resident;
+using namespace resident::rl;
+
+std::string validation_message(const DqnConfig& config) {
+  try {
+    validate(config);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(DqnConfig, DefaultsAreValid) {
+  EXPECT_NO_THROW(validate(DqnConfig{}));
+  DqnConfig trading;
+  trading.env = DqnEnvKind::Trading;
+  EXPECT_NO_THROW(validate(trading));
+}
+
+TEST(DqnConfig, EveryBadFieldIsNamedWithValueAndRange) {
+  DqnConfig c;
+  c.env_count = 0;
+  c.gamma = 1.5;
+  c.batch = 512;
+  c.replay_capacity = 100;
+  c.learning_starts = 10;
+  c.adamw.lr = -1.0;
+  c.tau = 0.0;
+  c.target_update_period = 0;
+  c.epsilon.end = 2.0;
+  c.hidden = {64, 0};
+  const std::string m = validation_message(c);
+  std::printf("  %s\n", m.c_str());
+  for (const char* part : {"env_count = 0, allowed [1, 65536]", "gamma = 1.5, allowed [0, 1]",
+                           "replay_capacity = 100, allowed [batch, 2^30]",
+                           "learning_starts = 10, allowed [batch, replay_capacity]",
+                           "adamw.lr = -1, allowed finite, > 0", "tau = 0, allowed (0, 1]",
+                           "target_update_period = 0, allowed >= 1", "epsilon.end = 2, allowed [0, 1]",
+                           "hidden[i] = 0, allowed [1, 65536]"})
+    EXPECT_NE(m.find(part), std::string::npos) << "missing: " << part;
+}
+
+TEST(DqnConfig, TradingFieldsAreChecked) {
+  DqnConfig c;
+  c.env = DqnEnvKind::Trading;
+  c.trading.market.steps = 50;
+  c.trading.window = 9;
+  c.trading.episode_length = 100;
+  const std::string m = validation_message(c);
+  EXPECT_NE(m.find("trading.market.steps = 50"), std::string::npos) << m;
+}
+
+TEST(DqnConfig, HashFollowsTrainingFieldsButNotTheGraphSwitch) {
+  DqnConfig a, b;
+  EXPECT_EQ(config_hash(a), config_hash(b));
+  b.use_graph = false;
+  EXPECT_EQ(config_hash(a), config_hash(b));
+  b.adamw.lr = 1e-3;
+  EXPECT_NE(config_hash(a), config_hash(b));
+}
+
+class DqnCheckpointFile : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("dqn_ckpt_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::create_directories(dir_);
+    sections_[1] = {1, 2, 3};
+    sections_[2] = std::vector<std::uint8_t>(1000, 0xab);
+    sections_[7] = {};
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string error_of(const std::filesystem::path& path, std::uint64_t hash) {
+    try {
+      (void)read_dqn_checkpoint(path, hash);
+    } catch (const Error& e) {
+      return std::string(e.call()) + " | " + e.error_name() + " | " + e.what();
+    }
+    return "";
+  }
+  std::filesystem::path dir_;
+  CheckpointSections sections_;
+};
+
+TEST_F(DqnCheckpointFile, RoundTripsAndLeavesNoTemporary) {
+  const auto path = dir_ / "a.ckpt";
+  write_dqn_checkpoint(path, 42, sections_);
+  EXPECT_EQ(read_dqn_checkpoint(path, 42), sections_);
+  std::size_t files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir_)) {
+    (void)entry;
+    ++files;
+  }
+  EXPECT_EQ(files, 1u);
+}
+
+TEST_F(DqnCheckpointFile, BadFilesFailWithClearErrors) {
+  const auto path = dir_ / "a.ckpt";
+  write_dqn_checkpoint(path, 42, sections_);
+  const std::vector<std::uint8_t> good = read_file_bytes(path);
+  EXPECT_NE(error_of(path, 43).find("checkpoint mismatch"), std::string::npos);
+
+  auto flipped = good;
+  flipped[good.size() / 2] ^= 0x10;
+  write_file_bytes(path, flipped);
+  EXPECT_NE(error_of(path, 42).find("checksum mismatch"), std::string::npos) << error_of(path, 42);
+
+  write_file_bytes(path, std::vector<std::uint8_t>(good.begin(), good.end() - 9));
+  EXPECT_NE(error_of(path, 42).find("corrupt checkpoint"), std::string::npos) << error_of(path, 42);
+
+  auto newer = good;
+  newer[8] = 99;
+  write_file_bytes(path, newer);
+  EXPECT_NE(error_of(path, 42).find("unsupported checkpoint version"), std::string::npos);
+
+  write_file_bytes(path, std::vector<std::uint8_t>{'h', 'e', 'l', 'l', 'o'});
+  EXPECT_NE(error_of(path, 42).find("not a DQN checkpoint"), std::string::npos);
+
+  EXPECT_NE(error_of(dir_ / "missing.ckpt", 42).find("cannot open file"), std::string::npos);
+}
+
+}  // namespace
