@@ -11,9 +11,10 @@
 // order, are the leaves to rewrite. Their ancestors are then recomputed level by level in
 // shared memory: at level l the first winner of each touched node combines its two children,
 // each either a touched node (its value, computed one level down, sits at the index of the
-// first winner below it, found by binary search) or an untouched one (read from the tree; the
-// untouched siblings of every winner's path are prefetched kPrefetchLevels levels at a time, so
-// the latency of a global load is paid once per batch of levels, not once per level). Node
+// first winner below it: the right child's first winner follows the left child's run, whose
+// length is kept per first winner) or an untouched one (read from the tree; the untouched
+// siblings of every winner's path are prefetched kPrefetchLevels levels at a time, so the
+// latency of a global load is paid once per batch of levels, not once per level). Node
 // values are CpuSumTree::pull's (left + right, fmin, fmax) in the same order: bit-identical to
 // the CPU tree. Deterministic; no atomics on the tree; no scratch outside shared memory.
 #include <cub/block/block_radix_sort.cuh>
@@ -57,19 +58,6 @@ __device__ inline NodeValue combine(const NodeValue& left, const NodeValue& righ
           fmax(left.max, right.max)};
 }
 
-// First index in [first, last) whose leaf node is >= target (leaves sorted ascending).
-__device__ inline std::uint32_t lower_bound(const std::uint32_t* leaves, std::uint32_t first,
-                                            std::uint32_t last, std::uint32_t target) {
-  while (first < last) {
-    const std::uint32_t mid = first + (last - first) / 2;
-    if (leaves[mid] < target)
-      first = mid + 1;
-    else
-      last = mid;
-  }
-  return first;
-}
-
 __global__ void __launch_bounds__(kUpdateThreads)
     update_priorities(ReplayTreeView tree, ReplayCounters* counters,
                       const std::uint32_t* generations_now, const std::uint32_t* indices,
@@ -82,6 +70,7 @@ __global__ void __launch_bounds__(kUpdateThreads)
   __shared__ std::uint32_t sorted_slot[kUpdateThreads];  // the chunk's keys after the sort
   __shared__ std::uint32_t winner_leaf[kUpdateThreads];  // leaf node of winner i, ascending
   __shared__ NodeValue value[kUpdateThreads];            // node of winner i at the current level
+  __shared__ std::uint32_t run[kUpdateThreads];          // winners under that node (first winner)
   __shared__ std::uint32_t winner_count;
 
   const std::uint32_t size = counters->size;
@@ -125,6 +114,7 @@ __global__ void __launch_bounds__(kUpdateThreads)
       const NodeValue leaf{p, p > 0.0 ? p : __longlong_as_double(0x7ff0000000000000ll), p};
       winner_leaf[rank] = tree.leaves + key[0];
       value[rank] = leaf;
+      run[rank] = 1;
       write_node(tree, tree.leaves + key[0], leaf);
     }
     if (t == 0) winner_count = total;
@@ -153,11 +143,16 @@ __global__ void __launch_bounds__(kUpdateThreads)
         if (i > 0 && (winner_leaf[i - 1] >> level) == node) continue;  // not the node's first
         const std::uint32_t child = leaf >> (level - 1);
         NodeValue left, right;
+        std::uint32_t below = run[i];
         if ((child & 1u) == 0) {
           left = value[i];
-          const std::uint32_t right_child = child + 1;
-          const std::uint32_t j = lower_bound(winner_leaf, i + 1, k, right_child << (level - 1));
-          right = j < k && (winner_leaf[j] >> (level - 1)) == right_child ? value[j] : sibling[q];
+          const std::uint32_t j = i + below;  // first winner after the left child's
+          if (j < k && (winner_leaf[j] >> (level - 1)) == child + 1) {
+            right = value[j];
+            below += run[j];
+          } else {
+            right = sibling[q];
+          }
         } else {
           left = sibling[q];
           right = value[i];
@@ -166,6 +161,7 @@ __global__ void __launch_bounds__(kUpdateThreads)
         // thread or to winners that are not first at this level: no conflict within a level.
         const NodeValue parent = combine(left, right);
         value[i] = parent;
+        run[i] = below;
         write_node(tree, node, parent);
       }
     }
