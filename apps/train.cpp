@@ -102,10 +102,10 @@ int train_dqn(const Options& o, double target) {
   c.hidden = {256, 256};
   c.batch = 128;
   c.gradient_steps_per_env_step = 4;
-  c.replay_capacity = 100000;
+  c.replay_capacity = 500000;
   c.learning_starts = 2000;
   c.epsilon = {1.0, 0.01, 30000};
-  c.adamw.lr = 5e-4;
+  c.adamw.lr = 2.5e-4;
   c.tau = 0.005;
   c.target_update_period = 1;
   c.max_grad_norm = 10.0;

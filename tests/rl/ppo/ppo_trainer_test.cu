@@ -271,7 +271,8 @@ TEST_F(PpoTrainerCheckpoint, ResumeIsBitIdenticalAndBadFilesChangeNothing) {
 
 // CleanRL's ppo.py setting for CartPole-v1: 4 envs x 128 steps, 4 epochs x 4 minibatches,
 // lr 2.5e-4 annealed, gamma 0.99, lambda 0.95, clip 0.2, entropy 0.01, value 0.5, grad norm 0.5.
-// Running mean: the mean return of the episodes of the last updates covering >= 20 episodes.
+// Running mean: the mean return of the last 100 episodes (an update reports the mean and count
+// of the episodes that ended in its rollout; each counts with that mean).
 class PpoLearning : public ::testing::TestWithParam<std::uint64_t> {};
 
 TEST_P(PpoLearning, CartPoleReaches475Within1MEnvSteps) {
@@ -282,7 +283,7 @@ TEST_P(PpoLearning, CartPoleReaches475Within1MEnvSteps) {
   c.total_updates = budget / per_update;
   CartPoleVectorEnv env(c.env_count);
   PpoTrainer trainer(c, env);
-  std::deque<std::pair<double, std::uint32_t>> window;
+  std::deque<double> last_returns;  // at most 100
   double running = 0.0;
   std::size_t steps = 0;
   const auto start = std::chrono::steady_clock::now();
@@ -291,25 +292,22 @@ TEST_P(PpoLearning, CartPoleReaches475Within1MEnvSteps) {
     const PpoUpdateResult r = trainer.train_update();
     steps += per_update;
     ASSERT_TRUE(std::isfinite(r.policy_loss) && std::isfinite(r.value_loss)) << "update " << u;
-    if (r.episodes > 0) {
-      window.emplace_back(static_cast<double>(r.mean_episode_return) * r.episodes, r.episodes);
-      std::uint32_t count = 0;
-      for (const auto& w : window) count += w.second;
-      while (window.size() > 1 && count - window.front().second >= 20) {
-        count -= window.front().second;
-        window.pop_front();
-      }
+    for (std::uint32_t e = 0; e < r.episodes; ++e) {
+      last_returns.push_back(static_cast<double>(r.mean_episode_return));
+      if (last_returns.size() > 100) last_returns.pop_front();
+    }
+    if (last_returns.size() == 100) {
       double sum = 0.0;
-      for (const auto& w : window) sum += w.first;
-      running = count >= 20 ? sum / count : 0.0;
+      for (const double v : last_returns) sum += v;
+      running = sum / 100.0;
     }
     if (u % 50 == 0)
-      std::printf("  seed %llu: %7zu steps, running mean %6.1f, policy loss %+.4f, value loss %.4f\n",
+      std::printf("  seed %llu: %7zu steps, last-100 mean %6.1f, policy loss %+.4f, value loss %.4f\n",
                   static_cast<unsigned long long>(c.seed), steps, running, r.policy_loss, r.value_loss);
     solved = running >= 475.0;
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("  seed %llu: %s at %zu env steps (running mean %.1f), %.1f s\n",
+  std::printf("  seed %llu: %s at %zu env steps (last-100 mean %.1f), %.1f s\n",
               static_cast<unsigned long long>(c.seed), solved ? "reached 475" : "did NOT reach 475",
               steps, running, seconds);
   EXPECT_TRUE(solved);
