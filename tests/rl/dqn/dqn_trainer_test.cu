@@ -17,6 +17,7 @@
 #include "lib/rl/dqn/dqn_checkpoint.h"
 #include "lib/rl/dqn/dqn_trainer.h"
 #include "tests/support/gpu.h"
+#include "tests/support/temp_dir.h"
 
 namespace {
 
@@ -170,12 +171,8 @@ TEST(DqnTrainer, NonFiniteLossStopsTrainingNamingTheStep) {
 
 class DqnCheckpoint : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() / "dqn_trainer_checkpoint_test";
-    std::filesystem::create_directories(dir_);
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-  std::filesystem::path dir_;
+  test::TempDir temp_{"dqn_checkpoint"};  // this test's own directory (ctest runs tests in parallel)
+  const std::filesystem::path dir_ = temp_.path();
 };
 
 TEST_F(DqnCheckpoint, ResumeContinuesBitIdentically) {

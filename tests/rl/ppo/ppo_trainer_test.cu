@@ -23,6 +23,7 @@
 #include "tests/nn/nn_test_support.h"
 #include "tests/reference/gae_reference.h"
 #include "tests/support/gpu.h"
+#include "tests/support/temp_dir.h"
 
 namespace {
 
@@ -211,8 +212,8 @@ TEST(PpoTrainerAudit, ResidentUpdateKeepsItsContractHostStagedRoundTrips) {
 
 class PpoTrainerCheckpoint : public ::testing::Test {
  protected:
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-  std::filesystem::path dir_ = std::filesystem::temp_directory_path() / "ppo_trainer_checkpoint_test";
+  test::TempDir temp_{"ppo_checkpoint"};  // this test's own directory (ctest runs tests in parallel)
+  const std::filesystem::path dir_ = temp_.path();
 };
 
 TEST_F(PpoTrainerCheckpoint, ResumeIsBitIdenticalAndBadFilesChangeNothing) {
