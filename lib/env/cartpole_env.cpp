@@ -72,4 +72,41 @@ void CartPoleEnv::collect_episode_stats(cudaStream_t stream, bool clear) {
                                 clear, stream);
 }
 
+std::vector<std::uint8_t> CartPoleEnv::save_state() const {
+  DeviceStateWriter w;
+  const std::uint64_t seed[1] = {philox_seed_};
+  w.add_host(std::span<const std::uint64_t>(seed))
+      .add(state_floats_)
+      .add(elapsed_steps_)
+      .add(completed_episodes_)
+      .add(philox_block_)
+      .add(observations_)
+      .add(rewards_)
+      .add(terminated_)
+      .add(truncated_)
+      .add(final_observations_)
+      .add(return_sum_)
+      .add(episode_count_);
+  return w.take();
+}
+
+DeviceStateReader CartPoleEnv::stage_state(std::span<const std::uint8_t> bytes) {
+  DeviceStateReader r(bytes, "CartPoleEnv::load_state");
+  const std::uint64_t seed = r.next<std::uint64_t>(1, "philox seed")[0];
+  r.into(state_floats_, "state")
+      .into(elapsed_steps_, "elapsed steps")
+      .into(completed_episodes_, "completed episodes")
+      .into(philox_block_, "philox block")
+      .into(observations_, "observations")
+      .into(rewards_, "rewards")
+      .into(terminated_, "terminated")
+      .into(truncated_, "truncated")
+      .into(final_observations_, "final observations")
+      .into(return_sum_, "episode return sum")
+      .into(episode_count_, "episode count")
+      .then([this, seed] { philox_seed_ = seed; });
+  r.check_consumed();
+  return r;
+}
+
 }  // namespace resident::env

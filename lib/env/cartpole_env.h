@@ -13,9 +13,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
+#include <vector>
 
 #include "kernels/env/cartpole_step.h"
 #include "lib/core/device_buffer.h"
+#include "lib/core/device_state_bytes.h"
 
 namespace resident::env {
 
@@ -53,8 +56,18 @@ class CartPoleEnv {
   const float* final_observations() const noexcept { return final_observations_.data(); }
   const double* episode_return_sum() const noexcept { return return_sum_.data(); }  // [1]
   const unsigned long long* episode_count() const noexcept { return episode_count_.data(); }  // [1]
-  // Device-resident Philox block counter ([1]): saved/restored by checkpoints.
+  // Device-resident Philox block counter ([1]).
   std::uint64_t* philox_block() noexcept { return philox_block_.data(); }
+
+  // Checkpoint phase (copies and synchronizes): everything the envs' future depends on (state,
+  // counters, Philox block and seed, the last step's outputs, the episode accumulators) as bytes
+  // (lib/core/device_state_bytes.h); load_state() restores it into envs of the same count, or
+  // throws resident::Error naming the mismatch and changes nothing.
+  std::vector<std::uint8_t> save_state() const;
+  void load_state(std::span<const std::uint8_t> bytes) { stage_state(bytes).commit(); }
+  // load_state in two steps: every check now, nothing applied until the reader's commit() (bytes
+  // must outlive it).
+  DeviceStateReader stage_state(std::span<const std::uint8_t> bytes);
 
  private:
   kernels::CartPoleDeviceState device_state() noexcept;

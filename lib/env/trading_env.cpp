@@ -106,4 +106,41 @@ void TradingEnv::step(const std::int32_t* actions, cudaStream_t stream) {
                                config_.env_count, stream);
 }
 
+std::vector<std::uint8_t> TradingEnv::save_state() const {
+  DeviceStateWriter w;
+  w.add(start_)
+      .add(step_in_episode_)
+      .add(position_)
+      .add(episode_return_)
+      .add(episode_)
+      .add(completed_return_sum_)
+      .add(completed_episodes_)
+      .add(observations_)
+      .add(next_observations_)
+      .add(rewards_)
+      .add(episode_returns_)
+      .add(dones_)
+      .add(invalid_actions_);
+  return w.take();
+}
+
+DeviceStateReader TradingEnv::stage_state(std::span<const std::uint8_t> bytes) {
+  DeviceStateReader r(bytes, "TradingEnv::load_state");
+  r.into(start_, "episode starts")
+      .into(step_in_episode_, "steps in episode")
+      .into(position_, "positions")
+      .into(episode_return_, "episode returns")
+      .into(episode_, "episode counters")
+      .into(completed_return_sum_, "completed return sums")
+      .into(completed_episodes_, "completed episodes")
+      .into(observations_, "observations")
+      .into(next_observations_, "next observations")
+      .into(rewards_, "rewards")
+      .into(episode_returns_, "last episode returns")
+      .into(dones_, "dones")
+      .into(invalid_actions_, "invalid actions");
+  r.check_consumed();
+  return r;
+}
+
 }  // namespace resident

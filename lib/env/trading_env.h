@@ -17,9 +17,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "kernels/env/trading_step.h"
 #include "lib/core/device_buffer.h"
+#include "lib/core/device_state_bytes.h"
 #include "lib/env/market_series.h"
 
 namespace resident {
@@ -73,6 +75,16 @@ class TradingEnv {
   const float* episode_returns() const noexcept { return episode_returns_.data(); }  // [N], NaN
   const std::uint32_t* invalid_actions() const noexcept { return invalid_actions_.data(); }  // [1]
   TradingEnvStateView state() const noexcept;
+
+  // Checkpoint phase (copies and synchronizes): the per-env state, counters and sums and the last
+  // step's outputs as bytes (lib/core/device_state_bytes.h; the market series is not included:
+  // it comes from the config). load_state() restores them into an env of the same shape, or
+  // throws resident::Error naming the mismatch and changes nothing.
+  std::vector<std::uint8_t> save_state() const;
+  void load_state(std::span<const std::uint8_t> bytes) { stage_state(bytes).commit(); }
+  // load_state in two steps: every check now, nothing applied until the reader's commit() (bytes
+  // must outlive it).
+  DeviceStateReader stage_state(std::span<const std::uint8_t> bytes);
 
  private:
   kernels::TradingStateView mutable_state() noexcept;

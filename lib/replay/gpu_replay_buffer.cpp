@@ -223,4 +223,46 @@ std::vector<double> GpuReplayBuffer::read_tree_sums() const {
   return sum_.download();
 }
 
+std::vector<std::uint8_t> GpuReplayBuffer::save_state() const {
+  RESIDENT_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  DeviceStateWriter w;
+  const std::uint64_t size[1] = {size_};
+  w.add_host(std::span<const std::uint64_t>(size))
+      .add(sum_)
+      .add(min_positive_)
+      .add(max_)
+      .add(states_)
+      .add(next_states_)
+      .add(actions_)
+      .add(rewards_)
+      .add(dones_)
+      .add(generations_)
+      .add(counters_);
+  return w.take();
+}
+
+DeviceStateReader GpuReplayBuffer::stage_state(std::span<const std::uint8_t> bytes) {
+  DeviceStateReader r(bytes, "GpuReplayBuffer::load_state");
+  const std::uint64_t size = r.next<std::uint64_t>(1, "size")[0];
+  if (size > config_.capacity)
+    throw Error("GpuReplayBuffer::load_state", "state mismatch",
+                "size = " + std::to_string(size) + ", allowed [0, " +
+                    std::to_string(config_.capacity) + "] (the capacity)",
+                __FILE__, __LINE__);
+  r.into(sum_, "sum tree")
+      .into(min_positive_, "min tree")
+      .into(max_, "max tree")
+      .into(states_, "states")
+      .into(next_states_, "next states")
+      .into(actions_, "actions")
+      .into(rewards_, "rewards")
+      .into(dones_, "dones")
+      .into(generations_, "generations")
+      .into(counters_, "counters")
+      .then([this, size] { size_ = static_cast<std::size_t>(size); });
+  r.check_consumed();
+  RESIDENT_CUDA_CHECK(cudaStreamSynchronize(stream_));  // no work of the buffer is in flight
+  return r;
+}
+
 }  // namespace resident

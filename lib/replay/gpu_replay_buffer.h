@@ -20,11 +20,13 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "kernels/replay/replay_state.h"
 #include "lib/core/device_buffer.h"
+#include "lib/core/device_state_bytes.h"
 #include "lib/replay/replay_config.h"
 
 namespace resident {
@@ -92,6 +94,16 @@ class GpuReplayBuffer {
 
   // Inspection for setup and tests: blocking copies (the audit sees them), never in a hot path.
   kernels::ReplayCounters read_counters() const;
+
+  // Checkpoint phase (copies and synchronizes): storage, generations, the three trees and the
+  // device counters as bytes (lib/core/device_state_bytes.h). load_state() restores them into a
+  // buffer of the same capacity, state_dim and tree size, or throws resident::Error naming the
+  // mismatch and changes nothing. (Sample outputs and rank-mode scratch are not state.)
+  std::vector<std::uint8_t> save_state() const;
+  void load_state(std::span<const std::uint8_t> bytes) { stage_state(bytes).commit(); }
+  // load_state in two steps: every check now, nothing applied until the reader's commit() (bytes
+  // must outlive it).
+  DeviceStateReader stage_state(std::span<const std::uint8_t> bytes);
   std::vector<double> read_leaf_priorities() const;  // [capacity]
   std::vector<double> read_tree_sums() const;        // [2P], node 1 the root
   std::uint64_t rank_sort_temp_bytes() const noexcept { return sort_temp_.bytes(); }

@@ -210,6 +210,61 @@ TEST(CartPoleEnvGraphTest, GraphReplayEqualsEager) {
   EXPECT_EQ(cudaGraphDestroy(graph), cudaSuccess);
 }
 
+// save_state after 300 random-policy steps (episodes ended and auto-reset on the way), loaded
+// into a fresh env of the same count that was reset with another seed: the next 300 steps of both
+// are bit-identical (observations, rewards, flags, episode statistics). An env of another count
+// rejects the state and keeps its own.
+TEST(CartPoleEnvStateTest, SavedStateContinuesBitForBitInAFreshEnv) {
+  RESIDENT_REQUIRE_GPU();
+  constexpr std::size_t kEnvs = 65;
+  Stream stream;
+  CartPoleEnv source(kEnvs), fresh(kEnvs);
+  source.reset(kSeed, stream.get());
+  fresh.reset(kSeed + 1, stream.get());
+  DeviceBuffer<std::int32_t> d_actions(kEnvs);
+  std::mt19937 rng(5);
+  std::uniform_int_distribution<std::int32_t> coin(0, 1);
+  const auto random_actions = [&] {
+    std::vector<std::int32_t> a(kEnvs);
+    for (auto& x : a) x = coin(rng);
+    d_actions.upload(a);
+  };
+  for (int t = 0; t < 300; ++t) {
+    random_actions();
+    source.step(d_actions.data(), stream.get());
+  }
+  stream.synchronize();
+  const std::vector<std::uint8_t> state = source.save_state();
+  fresh.load_state(state);
+  EXPECT_EQ(fresh.philox_seed(), source.philox_seed());
+  for (int t = 0; t < 300; ++t) {
+    random_actions();
+    source.step(d_actions.data(), stream.get());
+    fresh.step(d_actions.data(), stream.get());
+    stream.synchronize();
+    const std::string at = " at step " + std::to_string(t);
+    ASSERT_TRUE(same_bits(download(fresh.observations(), 4 * kEnvs),
+                          download(source.observations(), 4 * kEnvs), "observations" + at));
+    ASSERT_TRUE(same_bits(download(fresh.rewards(), kEnvs), download(source.rewards(), kEnvs),
+                          "rewards" + at));
+    ASSERT_TRUE(same_bits(download(fresh.terminated(), kEnvs), download(source.terminated(), kEnvs),
+                          "terminated" + at));
+  }
+  source.collect_episode_stats(stream.get());
+  fresh.collect_episode_stats(stream.get());
+  stream.synchronize();
+  EXPECT_EQ(download(fresh.episode_return_sum(), 1), download(source.episode_return_sum(), 1));
+  EXPECT_EQ(download(fresh.episode_count(), 1), download(source.episode_count(), 1));
+  EXPECT_GT(download(source.episode_count(), 1)[0], 0u);
+
+  CartPoleEnv other(kEnvs + 1);
+  other.reset(kSeed, stream.get());
+  stream.synchronize();
+  const std::vector<std::uint8_t> before = other.save_state();
+  EXPECT_THROW(other.load_state(state), resident::Error);
+  EXPECT_EQ(other.save_state(), before) << "a rejected state changed the env";
+}
+
 // CPU side: a zero-sized env is refused before anything is allocated.
 TEST(CartPoleEnvConstructionTest, ZeroEnvsThrow) {
   EXPECT_THROW(CartPoleEnv(0), resident::Error);

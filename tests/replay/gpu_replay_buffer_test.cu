@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <limits>
 #include <random>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -352,6 +353,61 @@ TEST(GpuReplay, GraphReplayMatchesEagerAndTouchesNoHost) {
   EXPECT_EQ(graphed.read_leaf_priorities(), eager.read_leaf_priorities());  // bit for bit
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
+}
+
+// save_state -> load_state into a fresh buffer of the same config and seed reproduces the source:
+// the next samples (indices, generations, weights, rows) and updates are bit-identical; a buffer
+// of another shape rejects the state naming the mismatch and keeps its own; a truncated state is
+// rejected.
+TEST(GpuReplay, SavedStateLoadsIntoAFreshBufferAndContinuesBitForBit) {
+  RESIDENT_REQUIRE_GPU();
+  const ReplayConfig config = make_config(1025, ReplayPriorityMode::Proportional, ReplaySampling::Stratified);
+  const std::size_t batch = 64;
+  Stream stream;
+  GpuReplayBuffer source(config, batch, 5, stream.get()), fresh(config, batch, 5, stream.get());
+  CpuReplayBuffer unused(config);
+  std::mt19937_64 rng(8);
+  TwinInsert fill(HostTransitions(900, kDim, rng), source, unused);
+  std::vector<float> td(batch);
+  for (float& t : td) t = std::normal_distribution<float>(0.0f, 1.0f)(rng);
+  const auto d_td = to_device(td);
+  for (int i = 0; i < 3; ++i) {
+    const DeviceSampledBatch b = source.sample(batch);
+    source.update_priorities(b.indices, b.generations, d_td.data(), batch);
+  }
+  const std::vector<std::uint8_t> state = source.save_state();
+  fresh.load_state(state);
+  EXPECT_EQ(fresh.size(), source.size());
+  EXPECT_EQ(fresh.save_state(), state) << "a loaded state saves to the same bytes";
+  for (int i = 0; i < 3; ++i) {
+    const DeviceSampledBatch a = source.sample(batch), b = fresh.sample(batch);
+    stream.synchronize();
+    const HostSample ha = download(a, kDim), hb = download(b, kDim);
+    EXPECT_EQ(ha.indices, hb.indices) << "draw " << i;
+    EXPECT_EQ(ha.generations, hb.generations) << "draw " << i;
+    EXPECT_EQ(ha.weights, hb.weights) << "draw " << i;
+    EXPECT_EQ(ha.states, hb.states) << "draw " << i;
+    EXPECT_EQ(ha.next_states, hb.next_states) << "draw " << i;
+    EXPECT_EQ(ha.rewards, hb.rewards) << "draw " << i;
+    source.update_priorities(a.indices, a.generations, d_td.data(), batch);
+    fresh.update_priorities(b.indices, b.generations, d_td.data(), batch);
+  }
+  EXPECT_EQ(fresh.read_tree_sums(), source.read_tree_sums());
+
+  const ReplayConfig smaller = make_config(1000, ReplayPriorityMode::Proportional, ReplaySampling::Stratified);
+  GpuReplayBuffer other(smaller, batch, 5, stream.get());
+  const std::vector<std::uint8_t> before = other.save_state();
+  std::string message;
+  try {
+    other.load_state(state);
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  std::printf("  capacity 1000 <- state of capacity 1025: %s\n", message.c_str());
+  EXPECT_NE(message.find("state mismatch"), std::string::npos) << message;
+  EXPECT_EQ(other.save_state(), before) << "a rejected state changed the buffer";
+  std::vector<std::uint8_t> truncated(state.begin(), state.end() - 1);
+  EXPECT_THROW(fresh.load_state(truncated), Error);
 }
 
 TEST(GpuReplay, FactoryFallsBackToTheCpuNamingTheBytes) {

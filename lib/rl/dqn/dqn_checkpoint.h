@@ -11,7 +11,8 @@
 //
 // Sections: host counters, the online slab checkpoint file (slab_checkpoint.h format: params,
 // AdamW m, v and step), the target slab checkpoint file, the device counters and accumulators,
-// the tracker and policy arrays, CartPole's Philox block. The file is written to a temporary
+// the tracker and policy arrays, the env state (DqnEnv::save_state) and, optionally, the replay
+// state (GpuReplayBuffer::save_state). The file is written to a temporary
 // beside the path, flushed, fsynced and renamed over it.
 #pragma once
 
@@ -24,7 +25,7 @@
 
 namespace resident::rl {
 
-inline constexpr std::uint32_t kDqnCheckpointVersion = 1;
+inline constexpr std::uint32_t kDqnCheckpointVersion = 2;
 
 using CheckpointSections = std::map<std::uint32_t, std::vector<std::uint8_t>>;
 

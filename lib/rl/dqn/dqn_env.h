@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
+#include <vector>
 
 #include "kernels/rl/dqn/transition_assembly.h"
 #include "lib/env/cartpole_env.h"
@@ -38,9 +40,13 @@ class DqnEnv {
 
   // The synthetic market of a trading env (null for CartPole): for oracles in tests.
   const SyntheticMarket* market() const noexcept { return market_ ? &*market_ : nullptr; }
-  // CartPole's device-resident Philox block counter (null for trading): checkpoints save it.
-  std::uint64_t* cartpole_philox_block() noexcept {
-    return cartpole_ ? cartpole_->philox_block() : nullptr;
+  // Checkpoint phase: the env's whole device state as bytes, and its restore (throws
+  // resident::Error on a mismatch, changing nothing).
+  std::vector<std::uint8_t> save_state() const {
+    return cartpole_ ? cartpole_->save_state() : trading_->save_state();
+  }
+  DeviceStateReader stage_state(std::span<const std::uint8_t> bytes) {
+    return cartpole_ ? cartpole_->stage_state(bytes) : trading_->stage_state(bytes);
   }
 
  private:

@@ -76,13 +76,15 @@ class DqnTrainer {
 
   // ----- checkpoint phase (blocking; resident pipeline)
   // Writes online and target parameters, AdamW state and step, the trainer's counters, device
-  // metrics, tracker and policy state and CartPole's Philox counter, atomically (temp + rename),
-  // with a header (magic, version, config hash) and a checksum. The replay's contents and the
-  // env's per-env dynamics state are not part of it (no API exports them): a resumed run is
-  // bit-identical to the uninterrupted one when its replay and env hold the same state.
-  void save_checkpoint(const std::filesystem::path& path);
-  // Validates the whole file (magic, version, checksum, config hash, slab layouts) before it
-  // changes anything, then restores what save_checkpoint wrote. Throws resident::Error.
+  // metrics, tracker and policy state, the envs' whole state (dynamics, counters, Philox) and,
+  // with `include_replay`, the replay's contents, trees and counters, atomically (temp +
+  // rename), with a header (magic, version, config hash) and a checksum. A trainer that loads a
+  // file with the replay continues bit-identically to the run that wrote it, in any process.
+  // Without the replay (smaller files) the loading trainer keeps its own replay contents.
+  void save_checkpoint(const std::filesystem::path& path, bool include_replay = true);
+  // Validates the whole file (magic, version, checksum, config hash, slab layouts, env and
+  // replay shapes) before it changes anything, then restores what save_checkpoint wrote.
+  // Throws resident::Error.
   void load_checkpoint(const std::filesystem::path& path);
 
   // ----- evaluation and inspection (blocking; never in an epoch)

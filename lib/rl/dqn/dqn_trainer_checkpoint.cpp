@@ -1,5 +1,6 @@
 // DqnTrainer::save_checkpoint / load_checkpoint (file format in dqn_checkpoint.h).
 #include <cstring>
+#include <optional>
 #include <span>
 #include <string>
 #include <system_error>
@@ -21,7 +22,8 @@ enum Section : std::uint32_t {
   kDeviceCounters = 4,
   kDeviceSums = 5,
   kDeviceArrays = 6,
-  kCartPolePhilox = 7,
+  kEnvState = 7,     // DqnEnv::save_state
+  kReplayState = 8,  // GpuReplayBuffer::save_state (optional)
 };
 
 template <class T>
@@ -85,7 +87,7 @@ const std::vector<std::uint8_t>& section(const CheckpointSections& sections, Sec
 
 }  // namespace
 
-void DqnTrainer::save_checkpoint(const std::filesystem::path& path) {
+void DqnTrainer::save_checkpoint(const std::filesystem::path& path, bool include_replay) {
   if (config_.pipeline != DqnPipeline::Resident)
     throw Error("DqnTrainer::save_checkpoint", "unsupported",
                 "checkpoints cover the resident pipeline only", __FILE__, __LINE__);
@@ -114,12 +116,8 @@ void DqnTrainer::save_checkpoint(const std::filesystem::path& path) {
   append(arrays, std::span<const float>(recent_returns_.download()));
   append(arrays, std::span<const float>(current_obs_.download()));
   sections[kDeviceArrays] = arrays;
-  if (std::uint64_t* block = env_->cartpole_philox_block()) {
-    std::uint64_t value = 0;
-    RESIDENT_CUDA_CHECK(cudaDeviceSynchronize());
-    RESIDENT_CUDA_CHECK(cudaMemcpy(&value, block, sizeof(value), cudaMemcpyDeviceToHost));
-    sections[kCartPolePhilox] = to_bytes(std::span<const std::uint64_t>(&value, 1));
-  }
+  sections[kEnvState] = env_->save_state();
+  if (include_replay) sections[kReplayState] = gpu_replay_->save_state();
   write_dqn_checkpoint(path, config_hash(config_), sections);
 }
 
@@ -135,10 +133,8 @@ void DqnTrainer::load_checkpoint(const std::filesystem::path& path) {
   const auto& sums = section(sections, kDeviceSums, 2 * sizeof(double), path);
   const std::size_t float_count = running_return_.size() + recent_returns_.size() + current_obs_.size();
   const auto& arrays = section(sections, kDeviceArrays, float_count * sizeof(float), path);
-  std::uint64_t* philox_block = env_->cartpole_philox_block();
-  const std::vector<std::uint8_t>* philox =
-      philox_block != nullptr ? &section(sections, kCartPolePhilox, sizeof(std::uint64_t), path)
-                              : nullptr;
+  const auto& env_state = section(sections, kEnvState, 0, path);
+  const auto replay_it = sections.find(kReplayState);
   const TempFile online(beside(path, ".online.tmp")), target(beside(path, ".target.tmp"));
   write_file_bytes(online.path(), section(sections, kOnlineSlab, 0, path));
   write_file_bytes(target.path(), section(sections, kTargetSlab, 0, path));
@@ -150,8 +146,20 @@ void DqnTrainer::load_checkpoint(const std::filesystem::path& path) {
                 path.string() + ": network section: " + e.what(), __FILE__, __LINE__);
   }
 
-  // 2. Apply.
+  // The env's and replay's states are checked (shapes, sizes) and staged, not yet applied.
   context_.synchronize();
+  std::optional<DeviceStateReader> env_staged, replay_staged;
+  try {
+    env_staged.emplace(env_->stage_state(env_state));
+    if (replay_it != sections.end()) replay_staged.emplace(gpu_replay_->stage_state(replay_it->second));
+  } catch (const Error& e) {
+    throw Error("DqnCheckpoint", "checkpoint mismatch", path.string() + ": " + e.what(), __FILE__,
+                __LINE__);
+  }
+
+  // 2. Apply.
+  env_staged->commit();
+  if (replay_staged) replay_staged->commit();
   online_slab_.load(online.path(), context_.stream());
   target_slab_.load(target.path(), context_.stream());
   const std::vector<std::uint64_t> c = from_bytes<std::uint64_t>(counters.data(), counter_count);
@@ -165,12 +173,6 @@ void DqnTrainer::load_checkpoint(const std::filesystem::path& path) {
   running_return_.upload(fs.first(running_return_.size()));
   recent_returns_.upload(fs.subspan(running_return_.size(), recent_returns_.size()));
   current_obs_.upload(fs.subspan(running_return_.size() + recent_returns_.size()));
-  if (philox != nullptr) {
-    RESIDENT_CUDA_CHECK(cudaDeviceSynchronize());
-    RESIDENT_CUDA_CHECK(
-        cudaMemcpy(philox_block, philox->data(), sizeof(std::uint64_t), cudaMemcpyHostToDevice));
-    RESIDENT_CUDA_CHECK(cudaDeviceSynchronize());
-  }
   const std::vector<std::uint64_t> h = from_bytes<std::uint64_t>(host.data(), 3);
   vector_steps_ = h[0];
   gradient_steps_ = h[1];

@@ -178,29 +178,33 @@ class DqnCheckpoint : public ::testing::Test {
 TEST_F(DqnCheckpoint, ResumeContinuesBitIdentically) {
   RESIDENT_REQUIRE_GPU();
   const DqnConfig config = small_config(DqnEnvKind::CartPole, true);
-  // A: uninterrupted, with a checkpoint after epoch 2.
+  // A: uninterrupted, with a checkpoint after epoch 2 (replay included).
   DqnTrainer a(config);
   a.train_epoch();
   a.train_epoch();
   a.save_checkpoint(dir_ / "a2.ckpt");
+  a.save_checkpoint(dir_ / "a2_no_replay.ckpt", /*include_replay=*/false);
   std::vector<DqnEpochMetrics> a_tail = {a.train_epoch(), a.train_epoch()};
-  // B: the same run, whose restorable state is first rolled back to epoch 1 (a stale
-  // checkpoint) and then restored from A's epoch-2 checkpoint. Its replay and env state are at
-  // epoch 2 by determinism (they are not part of a checkpoint).
+  EXPECT_LT(read_file_bytes(dir_ / "a2_no_replay.ckpt").size(),
+            read_file_bytes(dir_ / "a2.ckpt").size());
+  // B: the same run writes the same bytes (the checkpoint is deterministic).
   DqnTrainer b(config);
   b.train_epoch();
-  b.save_checkpoint(dir_ / "b1.ckpt");
   b.train_epoch();
   b.save_checkpoint(dir_ / "b2.ckpt");
   EXPECT_EQ(read_file_bytes(dir_ / "a2.ckpt"), read_file_bytes(dir_ / "b2.ckpt"))
       << "two identical runs wrote different checkpoints";
-  b.load_checkpoint(dir_ / "b1.ckpt");
-  EXPECT_FALSE(snapshot(a) == snapshot(b));
-  b.load_checkpoint(dir_ / "a2.ckpt");
-  std::vector<DqnEpochMetrics> b_tail = {b.train_epoch(), b.train_epoch()};
+  // C: a fresh trainer (as in a new process) one epoch in, so that its replay (one epoch of
+  // transitions), envs, counters and networks all differ from A's at epoch 2, loads A's epoch-2
+  // file and must continue exactly as A did: nothing of C's own state may leak through.
+  DqnTrainer c(config);
+  c.train_epoch();
+  EXPECT_FALSE(snapshot(a) == snapshot(c));
+  c.load_checkpoint(dir_ / "a2.ckpt");
+  std::vector<DqnEpochMetrics> c_tail = {c.train_epoch(), c.train_epoch()};
   for (std::size_t i = 0; i < a_tail.size(); ++i)
-    EXPECT_TRUE(same_bits(a_tail[i], b_tail[i])) << "epoch " << a_tail[i].epoch;
-  EXPECT_TRUE(snapshot(a) == snapshot(b)) << "resumed run diverged";
+    EXPECT_TRUE(same_bits(a_tail[i], c_tail[i])) << "epoch " << a_tail[i].epoch;
+  EXPECT_TRUE(snapshot(a) == snapshot(c)) << "resumed run diverged";
 }
 
 TEST_F(DqnCheckpoint, CorruptOrMismatchedFileChangesNothing) {
