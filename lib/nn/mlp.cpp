@@ -1,13 +1,13 @@
 #include "lib/nn/mlp.h"
 
 #include <algorithm>
-#include <cmath>
 #include <random>
 #include <string>
 
 #include "lib/core/error.h"
 #include "kernels/nn/bias.h"
 #include "kernels/nn/bias_activation.h"
+#include "lib/nn/initializers.h"
 #include "lib/nn/linear.h"
 
 namespace resident::nn {
@@ -30,6 +30,7 @@ Mlp::Mlp(MlpConfig config, std::size_t max_batch, ParamSlab& slab)
     if (config_.widths[i] == 0)
       invalid("widths[" + std::to_string(i) + "] = 0, allowed >= 1", __FILE__, __LINE__);
   if (max_batch_ == 0) invalid("max_batch = 0, allowed >= 1", __FILE__, __LINE__);
+  validate_initializer(config_.weight_init);  // throws naming the initializer's field
   max_width_ = *std::max_element(config_.widths.begin(), config_.widths.end());
   for (std::size_t l = 0; l < layers(); ++l) {
     slab.add(weight_name(l), {config_.widths[l + 1], config_.widths[l]}, /*decay=*/true);
@@ -79,14 +80,10 @@ void Mlp::bind(ScratchArena& arena) {
 void Mlp::init_parameters(std::uint64_t seed, cudaStream_t stream) {
   std::mt19937_64 rng(seed);
   for (std::size_t l = 0; l < layers(); ++l) {
-    const std::size_t in = config_.widths[l], out = config_.widths[l + 1];
-    const double bound = std::sqrt(6.0 / static_cast<double>(in));  // Kaiming uniform, ReLU gain
-    std::uniform_real_distribution<double> value(-bound, bound);
-    std::vector<float> weight(in * out);
-    for (float& w : weight) w = static_cast<float>(value(rng));
-    slab_->upload(SlabPart::Params, weight_name(l), weight, stream);
+    upload_initial_values(*slab_, weight_name(l), config_.weight_init, rng, stream);
     if (config_.bias)
-      slab_->upload(SlabPart::Params, bias_name(l), std::vector<float>(out, 0.0f), stream);
+      slab_->upload(SlabPart::Params, bias_name(l),
+                    std::vector<float>(config_.widths[l + 1], 0.0f), stream);
   }
 }
 

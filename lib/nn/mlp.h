@@ -24,6 +24,7 @@
 #include "kernels/nn/activation.h"
 #include "lib/core/scratch_arena.h"
 #include "lib/core/stream.h"
+#include "lib/nn/initializers.h"
 #include "lib/nn/param_slab.h"
 
 namespace resident::nn {
@@ -33,6 +34,9 @@ struct MlpConfig {
   kernels::Activation hidden_activation{};  // after every layer but the last (default ReLU)
   bool bias = true;
   std::string name = "mlp";
+  // Fill of every weight [out, in] by init_parameters (biases start at 0). The default is
+  // Kaiming uniform with the ReLU gain sqrt(2): U[-sqrt(6/in), sqrt(6/in)].
+  Initializer weight_init = Initializer::kaiming_uniform(relu_gain);
 };
 
 class Mlp {
@@ -44,7 +48,8 @@ class Mlp {
   void plan(ScratchPlan& plan) const;
   // Takes those regions (after slab.finalize()); call once, in plan()'s order.
   void bind(ScratchArena& arena);
-  // Setup: Kaiming-uniform weights (fan_in, ReLU gain) from `seed`, zero biases; uploads.
+  // Setup: config().weight_init fills the weights, layer by layer from one std::mt19937_64
+  // seeded with `seed`; zero biases; uploads (blocking).
   void init_parameters(std::uint64_t seed, cudaStream_t stream);
 
   // y [batch, out], in the arena, valid until the next forward. batch <= max_batch.

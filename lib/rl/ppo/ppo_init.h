@@ -8,8 +8,9 @@
 
 namespace resident::ppo {
 
-// A [rows, cols] row-major matrix with orthonormal rows (rows <= cols) or columns (rows >= cols),
-// times gain, from a Gaussian matrix orthonormalized by modified Gram-Schmidt in double.
+// A [rows, cols] row-major matrix with orthonormal rows (rows < cols) or columns (rows >= cols),
+// times gain: nn::initial_values(nn::Initializer::orthogonal(gain), rows, cols, rng) (draws and
+// modified Gram-Schmidt in double as lib/nn/initializers.h says), continuing `rng`.
 std::vector<float> orthogonal_matrix(std::size_t rows, std::size_t cols, double gain,
                                      std::mt19937_64& rng);
 
