@@ -1,7 +1,7 @@
 """The report on one run: resident vs host-staged per model, scaling curves of swept
 parameters, and the audit's overhead, as PNG charts and ``summary.md``."""
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -10,6 +10,7 @@ from .naming import BenchName, slug
 from .plotting import BarPanel, bar_chart, line_chart, timing_panel
 from .stats import SAME, Change, RunSummary, Summary, summarize_run
 from .tables import context_table, markdown_table, write_summary
+from .targets import MET, NOT_MEASURED, Target, evaluate, targets_table
 from .units import display_unit, format_bytes, format_count, format_duration, format_percent
 
 HOST_STAGED, RESIDENT = "host_staged", "resident"
@@ -26,17 +27,35 @@ _COUNTER_KINDS = ((COUNT_COUNTERS, "count", format_count), (BYTE_COUNTERS, "byte
 Measured = Mapping[str, Summary]
 
 
-def write_run_report(run: Run, out_dir: Path) -> None:
+def write_run_report(run: Run, out_dir: Path, targets: Sequence[Target] | None = None) -> None:
     """Write the charts and ``SUMMARY_MD`` for ``run`` into ``out_dir`` (created if
-    needed). A section with nothing to show says so in the summary."""
+    needed). A section with nothing to show says so in the summary. With ``targets``, the
+    summary opens with each target against the run's medians."""
     summary = summarize_run(run)
     out_dir.mkdir(parents=True, exist_ok=True)
     parts = [f"# Run report: `{run.source}`", context_table({"run": run}),
+             *([_targets_section(summary.measured, targets)] if targets is not None else []),
              _resident_section(summary.measured, run.gpu_name, out_dir),
              _scaling_section(summary.measured, run.gpu_name, out_dir),
              _audit_section(summary.measured, run.gpu_name, out_dir),
              _all_benchmarks_section(summary)]
     write_summary(out_dir, parts)
+
+
+def _targets_section(measured: Measured, targets: Sequence[Target]) -> str:
+    """Each issue target: limit, median value, met or missed, and whether the margin is
+    within the run-to-run spread."""
+    heading = "## Targets"
+    if not targets:
+        return f"{heading}\n\nNo targets given."
+    results = [evaluate(target, measured) for target in targets]
+    met = sum(r.verdict == MET for r in results)
+    unmeasured = sum(r.verdict == NOT_MEASURED for r in results)
+    counts = f"{met} of {len(results)} met" + (f", {unmeasured} not measured" if unmeasured else "")
+    table = markdown_table(["issue", "target", "limit", "median", "verdict", "note"],
+                           targets_table(results), align="llrrll")
+    return (f"{heading}\n\n{counts}. A target is judged on the median; a margin smaller than "
+            f"the spread (max - min) / median of the benchmarks involved is flagged.\n\n{table}")
 
 
 def find_pairs(measured: Measured, base: str, other: str, group: str | None = None) -> list[Change]:
