@@ -96,21 +96,8 @@ using Options = std::map<std::string, std::string>;
 
 int train_dqn(const Options& o, double target) {
   using namespace resident::rl;
-  DqnConfig c;  // the tested CartPole learning config (tests/rl/dqn/dqn_learning_test.cu)
-  c.env = DqnEnvKind::CartPole;
-  c.env_count = 16;
-  c.hidden = {256, 256};
-  c.batch = 128;
-  c.gradient_steps_per_env_step = 4;
-  c.replay_capacity = 500000;
-  c.learning_starts = 2000;
-  c.epsilon = {1.0, 0.01, 30000};
-  c.adamw.lr = 2.5e-4;
-  c.tau = 0.005;
-  c.target_update_period = 1;
-  c.max_grad_norm = 10.0;
-  c.beta_annealing_steps = 100000;
-  c.steps_per_epoch = 250;
+  DqnConfig c = cartpole_learning_config();  // the config the learning tests hold to
+  c.seed = 1;
   std::size_t budget = 500000;
   for (const auto& [flag, value] : o) {
     if (flag == "--seed") c.seed = count(flag, value);
@@ -126,7 +113,6 @@ int train_dqn(const Options& o, double target) {
     else if (flag == "--replay") c.replay_capacity = count(flag, value);
     else if (flag != "--target") throw Usage{"unknown option " + flag + " for dqn-cartpole"};
   }
-  c.return_window = 100;
   DqnTrainer trainer(c);
   const auto start = std::chrono::steady_clock::now();
   while (true) {

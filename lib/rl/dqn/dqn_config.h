@@ -68,4 +68,10 @@ void validate(const DqnConfig& config);
 // is left out). Checkpoints carry it.
 std::uint64_t config_hash(const DqnConfig& config);
 
+// The CartPole-v1 learning config the tests hold to (3 of 3 seeds reach a last-100 mean return
+// of 475 within 500k env steps on an H200): 16 envs, 256-256 network, batch 128, 4 gradient steps
+// per vector step, 500k replay, lr 2.5e-4, Polyak 0.005 every step, epsilon 1 -> 0.01 over 30k
+// env steps, 250 vector steps per epoch. Seed 0; set it.
+DqnConfig cartpole_learning_config();
+
 }  // namespace resident::rl

@@ -27,22 +27,7 @@ class DqnCartPoleLearning : public ::testing::TestWithParam<std::uint64_t> {};
 
 TEST_P(DqnCartPoleLearning, ReachesMeanReturn475Within500kEnvSteps) {
   RESIDENT_REQUIRE_GPU();
-  DqnConfig c;
-  c.env = DqnEnvKind::CartPole;
-  c.env_count = 16;
-  c.hidden = {256, 256};
-  c.batch = 128;
-  c.gradient_steps_per_env_step = 4;  // 0.25 gradient steps per transition
-  c.replay_capacity = 500000;
-  c.learning_starts = 2000;
-  c.epsilon = {1.0, 0.01, 30000};
-  c.adamw.lr = 2.5e-4;
-  c.gamma = 0.99;
-  c.tau = 0.005;
-  c.target_update_period = 1;
-  c.max_grad_norm = 10.0;
-  c.beta_annealing_steps = 100000;
-  c.steps_per_epoch = 250;  // 4000 env steps
+  DqnConfig c = cartpole_learning_config();
   c.seed = GetParam();
   DqnTrainer trainer(c);
   const auto start = std::chrono::steady_clock::now();
