@@ -1,0 +1,92 @@
+// Host-side evaluation of a trading policy on a market series, for the PPO trading tests: the
+// series is cut into consecutive non-overlapping episodes of L steps (starts W - 1, W - 1 + L, ...
+// while start <= T - L - 1, every one flat at its start), each step with the env's semantics
+// (tests/reference/trading_reference.h: observation = W normalized rows t - W + 1 .. t, oldest
+// first, then the position; reward = float(p') * r[t] - c * float(|p' - p|) in float), and the
+// episode returns summed in double. Deterministic; no CUDA.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <vector>
+
+#include "lib/env/market_series.h"
+
+namespace resident::test::ppo_trading {
+
+struct Earnings {
+  std::vector<double> episode_returns;
+  std::size_t steps_per_episode = 0;
+  double mean = 0.0;  // mean episode return
+  double sd = 0.0;    // sample standard deviation (n - 1)
+  double t = 0.0;     // one-sample t statistic of the mean against 0: mean / (sd / sqrt(n))
+  double per_step() const { return mean / static_cast<double>(steps_per_episode); }
+};
+
+inline Earnings summarize(std::vector<double> returns, std::size_t length) {
+  Earnings e;
+  e.steps_per_episode = length;
+  const double n = static_cast<double>(returns.size());
+  for (const double r : returns) e.mean += r;
+  e.mean /= n;
+  double var = 0.0;
+  for (const double r : returns) var += (r - e.mean) * (r - e.mean);
+  e.sd = returns.size() > 1 ? std::sqrt(var / (n - 1.0)) : NAN;
+  e.t = e.sd > 0.0 ? e.mean / (e.sd / std::sqrt(n)) : (e.mean == 0.0 ? 0.0 : NAN);
+  e.episode_returns = std::move(returns);
+  return e;
+}
+
+// policy(observation [W * F + 1], t) -> action in {0, 1, 2} (short, flat, long).
+template <class Policy>
+Earnings evaluate(const MarketSeries& series, const std::vector<float>& normalized,
+                  std::size_t window, std::size_t length, float cost, Policy&& policy) {
+  const std::size_t f = series.feature_count;
+  std::vector<float> observation(window * f + 1);
+  std::vector<double> returns;
+  for (std::size_t start = window - 1; start + length + 1 <= series.steps; start += length) {
+    int position = 0;
+    double episode = 0.0;
+    for (std::size_t k = 0; k < length; ++k) {
+      const std::size_t t = start + k;
+      std::copy(normalized.begin() + static_cast<std::ptrdiff_t>((t + 1 - window) * f),
+                normalized.begin() + static_cast<std::ptrdiff_t>((t + 1) * f), observation.begin());
+      observation[window * f] = static_cast<float>(position);
+      const int next = static_cast<int>(policy(observation.data(), t)) - 1;
+      const float reward = static_cast<float>(next) * series.next_returns[t] -
+                           cost * static_cast<float>(std::abs(next - position));
+      episode += static_cast<double>(reward);
+      position = next;
+    }
+    returns.push_back(episode);
+  }
+  return summarize(std::move(returns), length);
+}
+
+// A tanh MLP as lib/nn's Mlp computes it: weights [out, in] row-major, y = W x + b, tanh after
+// every layer but the last; greedy action = the first maximum of the output (logits).
+struct HostMlp {
+  std::vector<std::size_t> widths;           // {in, hidden..., out}
+  std::vector<std::vector<float>> weights;   // [layers][out * in]
+  std::vector<std::vector<float>> biases;    // [layers][out]
+
+  std::int32_t greedy(const float* x) const {
+    std::vector<float> in(x, x + widths.front()), out;
+    for (std::size_t l = 0; l + 1 < widths.size(); ++l) {
+      const std::size_t n_in = widths[l], n_out = widths[l + 1];
+      out.assign(n_out, 0.0f);
+      for (std::size_t o = 0; o < n_out; ++o) {
+        float acc = biases[l][o];
+        for (std::size_t i = 0; i < n_in; ++i) acc += weights[l][o * n_in + i] * in[i];
+        out[o] = l + 2 < widths.size() ? std::tanh(acc) : acc;
+      }
+      in.swap(out);
+    }
+    return static_cast<std::int32_t>(std::max_element(in.begin(), in.end()) - in.begin());
+  }
+};
+
+}  // namespace resident::test::ppo_trading
