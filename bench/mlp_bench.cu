@@ -2,7 +2,9 @@
 // fused AdamW, eager and graph-replayed, at 256 x (64-256-256-3) and 4096 x (4-64-64-2), with the
 // achieved FLOP/s of the three GEMMs per layer next to the SGEMM ceiling measured in the same run
 // (gemm_ceiling/sgemm: a 4096^3 fp32 GEMM). Target (H200): graph-replayed 256 x (64-256-256-3)
-// step <= 40 us.
+// step <= 40 us. The resident_lt rows run the same step on the opt-in fast path: the Mlp's
+// cuBLASLt backend (fused bias/activation/bias-gradient epilogues, no split-K), grads
+// overwritten instead of memset + accumulate, and the one-launch fused MSE loss.
 #include <benchmark/benchmark.h>
 #include <curand.h>
 
@@ -26,11 +28,13 @@ void fill_uniform(float* data, std::size_t n, unsigned long long seed) {
   RESIDENT_CURAND_CHECK(curandDestroyGenerator(gen));
 }
 
-void BM_mlp_step(benchmark::State& state, std::vector<std::size_t> widths, bool graphed) {
+void BM_mlp_step(benchmark::State& state, std::vector<std::size_t> widths, bool graphed,
+                 bool lt) {
   const auto batch = static_cast<std::size_t>(state.range(0));
   StreamContext context;
   nn::ParamSlab slab;
-  nn::Mlp mlp({.widths = widths}, batch, slab);
+  nn::Mlp mlp({.widths = widths, .backend = lt ? nn::GemmBackend::CublasLt : nn::GemmBackend::Cublas},
+              batch, slab);
   slab.finalize();
   ScratchPlan plan;
   mlp.plan(plan);
@@ -40,7 +44,9 @@ void BM_mlp_step(benchmark::State& state, std::vector<std::size_t> widths, bool 
   DeviceBuffer<float> x(batch * widths.front()), target(batch * widths.back());
   fill_uniform(x.data(), x.size(), 2);
   fill_uniform(target.data(), target.size(), 3);
-  nn::RegressionStep step(mlp, slab, {}, x.data(), target.data(), batch);
+  nn::RegressionStepConfig step_config;
+  step_config.fused_mse_loss = lt;
+  nn::RegressionStep step(mlp, slab, step_config, x.data(), target.data(), batch);
   if (graphed) step.capture(context);
   context.synchronize();
   const auto body = [&] {
@@ -83,13 +89,17 @@ int main(int argc, char** argv) {
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 2;
   bench::add_context();
   const std::vector<std::size_t> wide = {64, 256, 256, 3}, narrow = {4, 64, 64, 2};
-  bench::configure(benchmark::RegisterBenchmark("mlp_step/resident", BM_mlp_step, wide, true))
+  bench::configure(benchmark::RegisterBenchmark("mlp_step/resident", BM_mlp_step, wide, true, false))
       ->ArgNames({"batch"})->Arg(256);
-  bench::configure(benchmark::RegisterBenchmark("mlp_step/resident_eager", BM_mlp_step, wide, false))
+  bench::configure(benchmark::RegisterBenchmark("mlp_step/resident_eager", BM_mlp_step, wide, false, false))
       ->ArgNames({"batch"})->Arg(256);
-  bench::configure(benchmark::RegisterBenchmark("mlp_step_small/resident", BM_mlp_step, narrow, true))
+  bench::configure(benchmark::RegisterBenchmark("mlp_step/resident_lt", BM_mlp_step, wide, true, true))
+      ->ArgNames({"batch"})->Arg(256);
+  bench::configure(benchmark::RegisterBenchmark("mlp_step_small/resident", BM_mlp_step, narrow, true, false))
       ->ArgNames({"batch"})->Arg(4096);
-  bench::configure(benchmark::RegisterBenchmark("mlp_step_small/resident_eager", BM_mlp_step, narrow, false))
+  bench::configure(benchmark::RegisterBenchmark("mlp_step_small/resident_eager", BM_mlp_step, narrow, false, false))
+      ->ArgNames({"batch"})->Arg(4096);
+  bench::configure(benchmark::RegisterBenchmark("mlp_step_small/resident_lt", BM_mlp_step, narrow, true, true))
       ->ArgNames({"batch"})->Arg(4096);
   bench::configure(benchmark::RegisterBenchmark("gemm_ceiling/sgemm", BM_sgemm_ceiling))
       ->ArgNames({"size"})->Arg(4096);

@@ -56,6 +56,12 @@ class StreamContext {
 
   cudaStream_t stream() const noexcept { return stream_.get(); }
   cublasHandle_t cublas() const noexcept { return cublas_.get(); }
+  // The cuBLAS workspace, also lent to cuBLASLt calls on this context's stream (ordered after
+  // every other use of it on the same stream, so one workspace serves both).
+  void* cublas_workspace() const noexcept {
+    return const_cast<std::byte*>(cublas_workspace_.data());
+  }
+  std::size_t cublas_workspace_bytes() const noexcept { return cublas_workspace_.bytes(); }
   void synchronize() const { stream_.synchronize(); }
 
  private:

@@ -14,9 +14,22 @@
 // same x. Parameter gradients accumulate into the slab's grads (zero them once per step) or, with
 // GradMode::Overwrite, replace them (no zeroing needed); dx, when asked for, is overwritten. All work on the context's stream; no allocation, no host
 // synchronization: forward and backward are graph-capturable.
+//
+// Backends (MlpConfig::backend): Cublas (default) runs cublasSgemm plus the kit's bias and
+// activation kernels. CublasLt runs every GEMM as one cublasLtMatmul planned at bind() for
+// max_batch (prepare_batch() adds other batch sizes, before any capture): a hidden ReLU or GELU
+// (tanh) is fused into its layer's GEMM (RELU_AUX_BIAS / GELU_AUX_BIAS forward, the aux holding
+// the ReLU bit mask or the GELU input; DRELU_BGRAD / DGELU_BGRAD in the next layer's input
+// gradient, which also yields the bias gradient), the top layer's bias gradient into its weight
+// gradient (BGRADB); other activations use the kit's kernels after a BIAS-epilogue GEMM. An
+// epilogue that cuBLASLt has no split-K-free algorithm for falls back, at plan time, to a plainer
+// one plus the kit's kernel (describe_lt_plans() lists what was chosen). With GradMode::Accumulate
+// the bias gradients come from the kit's bias kernel (cuBLASLt's bias-gradient epilogues only
+// overwrite). Deterministic: fixed algorithms, no split-K, no atomics.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -29,6 +42,10 @@
 
 namespace resident::nn {
 
+enum class GemmBackend { Cublas, CublasLt };
+
+const char* to_string(GemmBackend backend) noexcept;
+
 struct MlpConfig {
   std::vector<std::size_t> widths;  // {in, hidden..., out}, at least two, each >= 1
   kernels::Activation hidden_activation{};  // after every layer but the last (default ReLU)
@@ -37,6 +54,7 @@ struct MlpConfig {
   // Fill of every weight [out, in] by init_parameters (biases start at 0). The default is
   // Kaiming uniform with the ReLU gain sqrt(2): U[-sqrt(6/in), sqrt(6/in)].
   Initializer weight_init = Initializer::kaiming_uniform(relu_gain);
+  GemmBackend backend = GemmBackend::Cublas;
 };
 
 class Mlp {
@@ -46,8 +64,16 @@ class Mlp {
 
   // Adds the arena regions of the saved tensors and gradient scratch for max_batch rows.
   void plan(ScratchPlan& plan) const;
-  // Takes those regions (after slab.finalize()); call once, in plan()'s order.
+  // Takes those regions (after slab.finalize()); call once, in plan()'s order. CublasLt: also
+  // creates the cuBLASLt handle and the plans for max_batch (needs the device).
   void bind(ScratchArena& arena);
+  // CublasLt: builds the plans for another batch size in [1, max_batch] (setup: host work only,
+  // no device work; not during a capture). forward/backward at a batch without plans throw.
+  // Cublas: checks the batch, nothing else.
+  void prepare_batch(std::size_t batch);
+  // CublasLt: one line per GEMM plan of `batch` (product, shape, epilogue, algorithm) plus the
+  // fallbacks taken; empty for Cublas. Throws when the batch has no plans.
+  std::vector<std::string> describe_lt_plans(std::size_t batch) const;
   // Setup: config().weight_init fills the weights, layer by layer from one std::mt19937_64
   // seeded with `seed`; zero biases; uploads (blocking).
   void init_parameters(std::uint64_t seed, cudaStream_t stream);
@@ -70,6 +96,12 @@ class Mlp {
 
  private:
   void check_batch(const char* call, std::size_t batch) const;
+  struct LtState;
+  struct LtPlans;
+  const LtPlans& lt_plans(const char* call, std::size_t batch) const;
+  void forward_lt(const StreamContext& context, const float* x, std::size_t batch);
+  void backward_lt(const StreamContext& context, const float* x, const float* dy, float* dx,
+                   std::size_t batch, GradMode mode);
 
   MlpConfig config_;
   std::size_t max_batch_;
@@ -81,6 +113,10 @@ class Mlp {
   float* gradient_b_ = nullptr;         // [max_batch, max_width] pong
   // Slab views per layer, looked up once in bind() (biases null without bias).
   std::vector<float*> weights_, weight_grads_, biases_, bias_grads_;
+  // CublasLt: per hidden layer with a ReLU/GELU epilogue, the aux region (arena); then the
+  // handle and the plans per batch (shared by copies, which share the arena and the slab).
+  std::vector<void*> aux_;
+  std::shared_ptr<LtState> lt_;
 };
 
 }  // namespace resident::nn

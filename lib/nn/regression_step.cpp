@@ -1,7 +1,9 @@
 #include "lib/nn/regression_step.h"
 
 #include "kernels/nn/losses.h"
+#include "kernels/nn/mse_loss_fused.h"
 #include "lib/core/error.h"
+#include "lib/core/library_checks.h"
 
 namespace resident::nn {
 
@@ -15,7 +17,30 @@ RegressionStep::RegressionStep(Mlp& mlp, ParamSlab& slab, RegressionStepConfig c
       batch_(batch),
       loss_(1),
       partials_(kernels::loss_partials_count(batch * mlp.out_features())),
-      dy_(batch * mlp.out_features()) {}
+      dy_(batch * mlp.out_features()),
+      loss_counter_(config.fused_mse_loss ? 1 : 0) {
+  if (config_.fused_mse_loss) {
+    RESIDENT_CUDA_CHECK(cudaMemset(loss_counter_.data(), 0, loss_counter_.bytes()));  // setup
+    RESIDENT_CUDA_CHECK(cudaDeviceSynchronize());
+  }
+  if (mlp_.config().backend == GemmBackend::CublasLt) {
+    mlp_.prepare_batch(batch_);
+    overwrite_grads_ = slab_holds_only(mlp_, slab_);
+  }
+}
+
+bool RegressionStep::slab_holds_only(const Mlp& mlp, const ParamSlab& slab) {
+  std::size_t mlp_tensors = 0;
+  for (std::size_t l = 0; l < mlp.layers(); ++l) {
+    if (slab.layout().find(mlp.weight_name(l)) == nullptr) return false;
+    ++mlp_tensors;
+    if (mlp.config().bias) {
+      if (slab.layout().find(mlp.bias_name(l)) == nullptr) return false;
+      ++mlp_tensors;
+    }
+  }
+  return slab.layout().tensors().size() == mlp_tensors;
+}
 
 RegressionStep::~RegressionStep() {
   if (graph_ != nullptr) (void)cudaGraphExecDestroy(graph_);
@@ -24,11 +49,19 @@ RegressionStep::~RegressionStep() {
 void RegressionStep::run(const StreamContext& context) {
   const cudaStream_t stream = context.stream();
   const std::size_t n = batch_ * mlp_.out_features();
-  slab_.zero_grads(stream);
+  if (!overwrite_grads_) slab_.zero_grads(stream);
   const float* y = mlp_.forward(context, x_, batch_);
-  kernels::launch_mse_loss(loss_.data(), partials_.data(), partials_.size(), y, target_, n, stream);
-  kernels::launch_mse_loss_backward(dy_.data(), y, target_, n, 1.0f, GradMode::Overwrite, stream);
-  mlp_.backward(context, x_, dy_.data(), nullptr, batch_);
+  if (config_.fused_mse_loss) {
+    kernels::launch_mse_loss_fused(loss_.data(), dy_.data(), partials_.data(), partials_.size(),
+                                   loss_counter_.data(), y, target_, n, 1.0f, GradMode::Overwrite,
+                                   stream);
+  } else {
+    kernels::launch_mse_loss(loss_.data(), partials_.data(), partials_.size(), y, target_, n,
+                             stream);
+    kernels::launch_mse_loss_backward(dy_.data(), y, target_, n, 1.0f, GradMode::Overwrite, stream);
+  }
+  mlp_.backward(context, x_, dy_.data(), nullptr, batch_,
+                overwrite_grads_ ? GradMode::Overwrite : GradMode::Accumulate);
   slab_.global_grad_norm_and_clip(config_.max_grad_norm, stream);
   slab_.adamw_step(config_.adamw, stream);
 }

@@ -1,6 +1,11 @@
 // RegressionStep: one supervised train step of an Mlp on an MSE loss, everything on the device:
 //   zero grads -> forward -> MSE loss (device scalar) -> dLoss/dy -> backward -> global-norm
 //   clip -> fused AdamW.
+// Opt-in shortcuts: fused_mse_loss computes the loss and dLoss/dy in one launch
+// (kernels/nn/mse_loss_fused.h; same loss bits, same gradient formula); with the Mlp's CublasLt
+// backend and a slab that holds the Mlp's tensors alone, the backward overwrites the grads
+// (GradMode::Overwrite, which also lets the bias gradients fuse into the GEMMs) and the zeroing
+// memset is skipped (the slab's padding stays 0 from finalize()).
 // No allocation, no copy, no host synchronization: the whole step is capturable into a CUDA
 // graph (capture()), and the loss stays on the device until a ScalarReadback reads it.
 #pragma once
@@ -17,6 +22,7 @@ namespace resident::nn {
 struct RegressionStepConfig {
   AdamWConfig adamw{};
   float max_grad_norm = 1.0f;
+  bool fused_mse_loss = false;  // one launch for the loss and its gradient
 };
 
 class RegressionStep {
@@ -35,8 +41,13 @@ class RegressionStep {
   void replay(const StreamContext& context);
 
   const float* loss() const noexcept { return loss_.data(); }  // device scalar of the last step
+  // True when run() overwrites the grads instead of zeroing them and accumulating.
+  bool overwrites_grads() const noexcept { return overwrite_grads_; }
 
  private:
+  // True when the slab's tensors are exactly the Mlp's weights (and biases).
+  static bool slab_holds_only(const Mlp& mlp, const ParamSlab& slab);
+
   Mlp& mlp_;
   ParamSlab& slab_;
   RegressionStepConfig config_;
@@ -44,6 +55,8 @@ class RegressionStep {
   const float* target_;
   std::size_t batch_;
   DeviceBuffer<float> loss_, partials_, dy_;
+  DeviceBuffer<unsigned int> loss_counter_;  // fused loss's ticket counter (0 between launches)
+  bool overwrite_grads_ = false;
   cudaGraphExec_t graph_ = nullptr;
 };
 

@@ -1,0 +1,460 @@
+// The cuBLASLt GEMM backend of the nn kit (lib/nn/linear_lt.h, MlpConfig::backend = CublasLt).
+// CPU (run everywhere): the epilogue facts (aux ld and bytes, which epilogue belongs to which
+// product, the activation -> epilogue mapping), spec validation naming the field and value, and
+// the arena plan of an Lt Mlp. GPU: the Lt Mlp's forward, dx and parameter gradients against the
+// double reference (tests/reference mlp_forward/mlp_backward) for ReLU and GELU (tanh) hidden
+// layers (fused epilogues) and tanh (the kit's kernels after a BIAS-epilogue GEMM), with and
+// without bias, in Overwrite and Accumulate modes, at edge sizes (1, odd, 128/129/130 around the
+// ReLU mask's 128-bit ld, 256, 4096); the fused-epilogue plans chosen are printed. Then a whole
+// RegressionStep on the Lt backend with the fused MSE loss: graph replays equal eager steps bit
+// for bit, a loop of replays moves nothing (audit contract), and it learns like the reference.
+//
+// Tolerance |gpu - ref| <= atol + rtol |ref|: {1e-4, 1e-3}, mlp_test.cu's (fp32 GEMMs over up to
+// 256 terms per layer, three layers deep).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <random>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "audit/testing.h"
+#include "audit/tracer.h"
+#include "lib/core/scalar_readback.h"
+#include "lib/nn/linear_lt.h"
+#include "lib/nn/mlp.h"
+#include "lib/nn/regression_step.h"
+#include "tests/nn/nn_test_support.h"
+#include "tests/reference/nn_reference.h"
+#include "tests/support/gpu.h"
+
+namespace {
+
+using namespace resident;
+using nn::LinearLtProduct;
+using nn::LtEpilogue;
+using test::nn_support::expect_close;
+using test::nn_support::random_floats;
+using test::nn_support::to_double;
+
+constexpr test::nn_support::Tolerance kTolerance{1e-4, 1e-3};
+
+// ----------------------------------------------------------------------------- CPU
+
+TEST(LinearLtHost, AuxLeadingDimensionsAndBytes) {
+  // ReLU: a bit mask, ld in bits, a multiple of 128.
+  EXPECT_EQ(nn::lt_aux_ld(LtEpilogue::ReluAuxBias, 1), 128u);
+  EXPECT_EQ(nn::lt_aux_ld(LtEpilogue::ReluAux, 128), 128u);
+  EXPECT_EQ(nn::lt_aux_ld(LtEpilogue::DReluBGrad, 129), 256u);
+  EXPECT_EQ(nn::lt_aux_ld(LtEpilogue::DRelu, 256), 256u);
+  EXPECT_EQ(nn::lt_aux_bytes(LtEpilogue::ReluAuxBias, 129, 17), 256u / 8 * 17);
+  // GELU: the pre-activation in fp32, ld in floats, a multiple of 8.
+  EXPECT_EQ(nn::lt_aux_ld(LtEpilogue::GeluAuxBias, 3), 8u);
+  EXPECT_EQ(nn::lt_aux_ld(LtEpilogue::DGeluBGrad, 8), 8u);
+  EXPECT_EQ(nn::lt_aux_ld(LtEpilogue::GeluAux, 130), 136u);
+  EXPECT_EQ(nn::lt_aux_bytes(LtEpilogue::GeluAuxBias, 130, 17), 136u * 17 * sizeof(float));
+  // No aux.
+  for (const LtEpilogue e : {LtEpilogue::Default, LtEpilogue::Bias, LtEpilogue::BGradB}) {
+    EXPECT_EQ(nn::lt_aux_ld(e, 100), 0u) << nn::to_string(e);
+    EXPECT_EQ(nn::lt_aux_bytes(e, 100, 10), 0u) << nn::to_string(e);
+  }
+}
+
+TEST(LinearLtHost, EpiloguesBelongToTheirProducts) {
+  const std::vector<std::tuple<LtEpilogue, cublasLtEpilogue_t, LinearLtProduct>> table = {
+      {LtEpilogue::Bias, CUBLASLT_EPILOGUE_BIAS, LinearLtProduct::Forward},
+      {LtEpilogue::ReluAux, CUBLASLT_EPILOGUE_RELU_AUX, LinearLtProduct::Forward},
+      {LtEpilogue::ReluAuxBias, CUBLASLT_EPILOGUE_RELU_AUX_BIAS, LinearLtProduct::Forward},
+      {LtEpilogue::GeluAux, CUBLASLT_EPILOGUE_GELU_AUX, LinearLtProduct::Forward},
+      {LtEpilogue::GeluAuxBias, CUBLASLT_EPILOGUE_GELU_AUX_BIAS, LinearLtProduct::Forward},
+      {LtEpilogue::DRelu, CUBLASLT_EPILOGUE_DRELU, LinearLtProduct::InputGrad},
+      {LtEpilogue::DReluBGrad, CUBLASLT_EPILOGUE_DRELU_BGRAD, LinearLtProduct::InputGrad},
+      {LtEpilogue::DGelu, CUBLASLT_EPILOGUE_DGELU, LinearLtProduct::InputGrad},
+      {LtEpilogue::DGeluBGrad, CUBLASLT_EPILOGUE_DGELU_BGRAD, LinearLtProduct::InputGrad},
+      {LtEpilogue::BGradB, CUBLASLT_EPILOGUE_BGRADB, LinearLtProduct::WeightGrad},
+  };
+  for (const auto& [e, cublaslt, product] : table) {
+    EXPECT_EQ(nn::to_cublaslt(e), cublaslt) << nn::to_string(e);
+    for (const LinearLtProduct p :
+         {LinearLtProduct::Forward, LinearLtProduct::InputGrad, LinearLtProduct::WeightGrad})
+      EXPECT_EQ(nn::lt_allowed(p, e), p == product) << nn::to_string(e) << " / " << nn::to_string(p);
+  }
+  for (const LinearLtProduct p :
+       {LinearLtProduct::Forward, LinearLtProduct::InputGrad, LinearLtProduct::WeightGrad})
+    EXPECT_TRUE(nn::lt_allowed(p, LtEpilogue::Default));
+  EXPECT_EQ(nn::to_cublaslt(LtEpilogue::Default), CUBLASLT_EPILOGUE_DEFAULT);
+}
+
+TEST(LinearLtHost, ActivationsMapToEpiloguesOrToTheKernels) {
+  using kernels::ActivationKind;
+  EXPECT_EQ(nn::lt_activation_forward(ActivationKind::Relu, true), LtEpilogue::ReluAuxBias);
+  EXPECT_EQ(nn::lt_activation_forward(ActivationKind::Relu, false), LtEpilogue::ReluAux);
+  EXPECT_EQ(nn::lt_activation_forward(ActivationKind::GeluTanh, true), LtEpilogue::GeluAuxBias);
+  EXPECT_EQ(nn::lt_activation_forward(ActivationKind::GeluTanh, false), LtEpilogue::GeluAux);
+  EXPECT_EQ(nn::lt_activation_backward(ActivationKind::Relu, true), LtEpilogue::DReluBGrad);
+  EXPECT_EQ(nn::lt_activation_backward(ActivationKind::Relu, false), LtEpilogue::DRelu);
+  EXPECT_EQ(nn::lt_activation_backward(ActivationKind::GeluTanh, true), LtEpilogue::DGeluBGrad);
+  EXPECT_EQ(nn::lt_activation_backward(ActivationKind::GeluTanh, false), LtEpilogue::DGelu);
+  for (const ActivationKind kind : {ActivationKind::Tanh, ActivationKind::Sigmoid, ActivationKind::Silu,
+                                    ActivationKind::Elu, ActivationKind::Softplus}) {
+    EXPECT_FALSE(nn::lt_activation_forward(kind, true).has_value());
+    EXPECT_FALSE(nn::lt_activation_backward(kind, true).has_value());
+  }
+}
+
+void expect_invalid(const nn::LinearLtSpec& spec, std::initializer_list<const char*> names) {
+  try {
+    nn::validate(spec);
+    ADD_FAILURE() << "no error; expected one naming " << *names.begin();
+  } catch (const Error& e) {
+    const std::string message = e.what();
+    for (const char* name : names)
+      EXPECT_NE(message.find(name), std::string::npos) << "'" << name << "' not in: " << message;
+  }
+}
+
+TEST(LinearLtHost, InvalidSpecsAreRejectedNamingTheFieldAndValue) {
+  // Fake device addresses: validate() only looks at them.
+  auto* bias = reinterpret_cast<float*>(std::uintptr_t{1} << 20);
+  void* aux = reinterpret_cast<void*>(std::uintptr_t{1} << 21);
+  nn::LinearLtSpec good;
+  good.product = LinearLtProduct::Forward;
+  good.shape = {256, 64, 130};
+  good.epilogue = LtEpilogue::ReluAuxBias;
+  good.bias = bias;
+  good.aux = aux;
+  good.aux_ld = 256;
+  EXPECT_NO_THROW(nn::validate(good));
+
+  nn::LinearLtSpec s = good;
+  s.shape.batch = 0;
+  expect_invalid(s, {"shape.batch = 0", "allowed [1, 2147483647]"});
+  s = good;
+  s.shape.in_features = std::size_t{1} << 31;
+  expect_invalid(s, {"shape.in_features = 2147483648"});
+  s = good;
+  s.epilogue = LtEpilogue::BGradB;
+  expect_invalid(s, {"BGradB", "does not apply to product Forward"});
+  s = good;
+  s.bias = nullptr;
+  expect_invalid(s, {"ReluAuxBias", "bias missing"});
+  s = good;
+  s.epilogue = LtEpilogue::ReluAux;
+  expect_invalid(s, {"bias given but not read"});
+  s = good;
+  s.aux_ld = 200;
+  expect_invalid(s, {"aux_ld = 200 bits", "multiple of 128", ">= 130"});
+  s = good;
+  s.aux_ld = 128;
+  expect_invalid(s, {"aux_ld = 128 bits", ">= 130 (rows of D)"});
+  s = good;
+  s.aux = nullptr;
+  expect_invalid(s, {"aux missing"});
+  s = good;
+  s.aux = static_cast<char*>(aux) + 4;
+  expect_invalid(s, {"aux not 16-byte aligned"});
+  s = good;
+  s.epilogue = LtEpilogue::GeluAuxBias;
+  s.aux_ld = 132;
+  expect_invalid(s, {"aux_ld = 132 floats", "multiple of 8"});
+  // Backward products: the rows of D are the input features.
+  s = good;
+  s.product = LinearLtProduct::InputGrad;
+  s.epilogue = LtEpilogue::DReluBGrad;
+  s.bias = nullptr;
+  s.bias_grad = bias;
+  s.aux_ld = 128;  // in_features 64 rows: 128 bits suffice
+  EXPECT_NO_THROW(nn::validate(s));
+  s.bias_grad = nullptr;
+  expect_invalid(s, {"DReluBGrad", "bias_grad missing"});
+  s = good;
+  s.product = LinearLtProduct::WeightGrad;
+  s.epilogue = LtEpilogue::Default;
+  s.bias = nullptr;
+  expect_invalid(s, {"aux given (ld 256) but not used"});
+  s.aux = nullptr;
+  s.aux_ld = 0;
+  s.bias_grad = bias;
+  expect_invalid(s, {"bias_grad given but not written"});
+}
+
+TEST(LinearLtHost, MlpPlansTheAuxRegionsOfItsFusedActivations) {
+  const auto arena_bytes = [](nn::MlpConfig config, std::size_t max_batch) {
+    nn::ParamSlab slab;
+    nn::Mlp mlp(std::move(config), max_batch, slab);  // no device work before finalize()
+    ScratchPlan plan;
+    mlp.plan(plan);
+    return plan.bytes();
+  };
+  const std::vector<std::size_t> widths = {3, 129, 130, 1};
+  const std::size_t batch = 17;
+  EXPECT_EQ(nn::MlpConfig{}.backend, nn::GemmBackend::Cublas) << "the default backend changed";
+  EXPECT_STREQ(nn::to_string(nn::GemmBackend::CublasLt), "CublasLt");
+  const std::size_t base = arena_bytes({.widths = widths}, batch);
+  nn::MlpConfig relu{.widths = widths, .backend = nn::GemmBackend::CublasLt};
+  EXPECT_EQ(arena_bytes(relu, batch),
+            base + align_up(256 / 8 * batch) + align_up(256 / 8 * batch));  // 129, 130 -> 256 bits
+  nn::MlpConfig gelu = relu;
+  gelu.hidden_activation.kind = kernels::ActivationKind::GeluTanh;
+  EXPECT_EQ(arena_bytes(gelu, batch),
+            base + align_up(136 * 4 * batch) + align_up(136 * 4 * batch));  // 129, 130 -> 136 floats
+  nn::MlpConfig tanh_config = relu;
+  tanh_config.hidden_activation.kind = kernels::ActivationKind::Tanh;
+  EXPECT_EQ(arena_bytes(tanh_config, batch), base) << "tanh has no epilogue: no aux";
+}
+
+// ----------------------------------------------------------------------------- GPU
+
+reference::ActivationKind reference_kind(kernels::ActivationKind kind) {
+  switch (kind) {
+    case kernels::ActivationKind::Relu: return reference::ActivationKind::Relu;
+    case kernels::ActivationKind::Tanh: return reference::ActivationKind::Tanh;
+    case kernels::ActivationKind::Sigmoid: return reference::ActivationKind::Sigmoid;
+    case kernels::ActivationKind::Silu: return reference::ActivationKind::Silu;
+    case kernels::ActivationKind::GeluTanh: return reference::ActivationKind::GeluTanh;
+    case kernels::ActivationKind::Elu: return reference::ActivationKind::Elu;
+    case kernels::ActivationKind::Softplus: return reference::ActivationKind::Softplus;
+  }
+  return reference::ActivationKind::Identity;
+}
+
+std::vector<reference::MlpLayer> reference_layers(const nn::Mlp& mlp) {
+  std::vector<reference::MlpLayer> layers;
+  const auto& w = mlp.config().widths;
+  for (std::size_t l = 0; l + 1 < w.size(); ++l) {
+    reference::Activation activation;
+    activation.kind = l + 2 < w.size() ? reference_kind(mlp.config().hidden_activation.kind)
+                                       : reference::ActivationKind::Identity;
+    layers.push_back({w[l], w[l + 1], mlp.config().bias, activation});
+  }
+  return layers;
+}
+
+// A slab part in the reference's flat layout: per layer the weight, then the bias.
+std::vector<double> flat(const nn::Mlp& mlp, const std::vector<float>& all, const nn::ParamSlab& slab) {
+  std::vector<double> out;
+  for (std::size_t l = 0; l < mlp.layers(); ++l) {
+    for (const std::string& name : {mlp.weight_name(l), mlp.bias_name(l)}) {
+      if (!mlp.config().bias && name == mlp.bias_name(l)) continue;
+      const nn::SlabTensor& t = slab.layout().tensor(name);
+      out.insert(out.end(), all.begin() + static_cast<std::ptrdiff_t>(t.offset),
+                 all.begin() + static_cast<std::ptrdiff_t>(t.offset + t.size));
+    }
+  }
+  return out;
+}
+
+struct LtRig {
+  StreamContext context;
+  nn::ParamSlab slab;
+  nn::Mlp mlp;
+  std::unique_ptr<ScratchArena> arena;
+
+  LtRig(nn::MlpConfig config, std::size_t max_batch, std::uint64_t seed)
+      : mlp(std::move(config), max_batch, slab) {
+    slab.finalize();
+    ScratchPlan plan;
+    mlp.plan(plan);
+    arena = std::make_unique<ScratchArena>(plan.bytes());
+    mlp.bind(*arena);
+    mlp.init_parameters(seed, context.stream());
+    context.synchronize();
+  }
+};
+
+void print_plans(const nn::Mlp& mlp, std::size_t batch) {
+  for (const std::string& line : mlp.describe_lt_plans(batch)) std::printf("    %s\n", line.c_str());
+}
+
+using LtCase = std::tuple<std::vector<std::size_t>, std::size_t, kernels::ActivationKind, bool>;
+
+class MlpLtTest : public ::testing::TestWithParam<LtCase> {};
+
+TEST_P(MlpLtTest, ForwardBackwardMatchTheReferenceInBothGradModes) {
+  RESIDENT_REQUIRE_GPU();
+  const auto& [widths, batch, kind, bias] = GetParam();
+  nn::MlpConfig config{.widths = widths, .bias = bias, .backend = nn::GemmBackend::CublasLt};
+  config.hidden_activation.kind = kind;
+  LtRig rig(config, batch, 23);
+  print_plans(rig.mlp, batch);
+  const cudaStream_t stream = rig.context.stream();
+  std::mt19937_64 rng(batch * 131 + widths.size() * 7 + static_cast<std::uint64_t>(kind));
+  const std::size_t in = widths.front(), out = widths.back();
+  const std::vector<float> x = random_floats(batch * in, -1.0f, 1.0f, rng);
+  const std::vector<float> dy = random_floats(batch * out, -1.0f, 1.0f, rng);
+  DeviceBuffer<float> d_x(x.size()), d_dy(dy.size()), d_dx(x.size());
+  d_x.upload(x);
+  d_dy.upload(dy);
+
+  const auto layers = reference_layers(rig.mlp);
+  const std::vector<double> params =
+      flat(rig.mlp, rig.slab.download(nn::SlabPart::Params, stream), rig.slab);
+  std::vector<double> ref_dx(x.size()), ref_dparams(params.size());
+  reference::mlp_backward(layers, batch, params, to_double(x), to_double(dy), {ref_dx, ref_dparams},
+                          reference::GradMode::Overwrite);
+  const std::vector<double> ref_y = reference::mlp_forward(layers, batch, params, to_double(x));
+
+  for (const nn::GradMode mode : {nn::GradMode::Overwrite, nn::GradMode::Accumulate}) {
+    const bool accumulate = mode == nn::GradMode::Accumulate;
+    SCOPED_TRACE(accumulate ? "Accumulate" : "Overwrite");
+    // Overwrite: grads poisoned with NaN (never read); accumulate: random start values.
+    std::vector<float> start(rig.slab.total_elements(), 0.0f);
+    for (const nn::SlabTensor& t : rig.slab.layout().tensors()) {
+      const std::vector<float> values =
+          accumulate ? random_floats(t.size, -1.0f, 1.0f, rng)
+                     : test::nn_support::nans(t.size);
+      std::copy(values.begin(), values.end(), start.begin() + static_cast<std::ptrdiff_t>(t.offset));
+    }
+    rig.slab.upload(nn::SlabPart::Grads, start, stream);
+    d_dx.upload(test::nn_support::nans(x.size()));
+    const float* y = rig.mlp.forward(rig.context, d_x.data(), batch);
+    rig.mlp.backward(rig.context, d_x.data(), d_dy.data(), d_dx.data(), batch, mode);
+    rig.context.synchronize();
+    std::vector<float> got_y(batch * out);
+    ASSERT_EQ(cudaMemcpy(got_y.data(), y, got_y.size() * sizeof(float), cudaMemcpyDeviceToHost),
+              cudaSuccess);
+    expect_close(got_y, ref_y, kTolerance, "y");
+    expect_close(d_dx.download(), ref_dx, kTolerance, "dx");
+    std::vector<double> want = ref_dparams;
+    if (accumulate) {
+      const std::vector<double> initial = flat(rig.mlp, start, rig.slab);
+      for (std::size_t i = 0; i < want.size(); ++i) want[i] += initial[i];
+    }
+    const std::vector<double> grads = flat(rig.mlp, rig.slab.download(nn::SlabPart::Grads, stream), rig.slab);
+    expect_close(std::vector<float>(grads.begin(), grads.end()), want, kTolerance, "dparams");
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, MlpLtTest,
+    ::testing::Values(
+        LtCase{{1, 1}, 1, kernels::ActivationKind::Relu, true},
+        LtCase{{5, 7, 3}, 33, kernels::ActivationKind::Relu, true},
+        LtCase{{5, 7, 3}, 33, kernels::ActivationKind::GeluTanh, true},
+        LtCase{{3, 129, 130, 1}, 17, kernels::ActivationKind::Relu, true},
+        LtCase{{3, 129, 130, 1}, 17, kernels::ActivationKind::GeluTanh, true},
+        LtCase{{3, 129, 130, 1}, 17, kernels::ActivationKind::Relu, false},
+        LtCase{{3, 129, 130, 1}, 17, kernels::ActivationKind::GeluTanh, false},
+        LtCase{{6, 128, 2}, 129, kernels::ActivationKind::Tanh, true},
+        LtCase{{64, 256, 256, 3}, 256, kernels::ActivationKind::Relu, true},
+        LtCase{{64, 256, 256, 3}, 256, kernels::ActivationKind::GeluTanh, true},
+        LtCase{{4, 64, 64, 2}, 4096, kernels::ActivationKind::Relu, true}));
+
+TEST(MlpLt, BatchesArePlannedAtSetupOnly) {
+  RESIDENT_REQUIRE_GPU();
+  LtRig rig({.widths = {4, 8, 2}, .backend = nn::GemmBackend::CublasLt}, 64, 3);
+  DeviceBuffer<float> x(64 * 4);
+  try {
+    rig.mlp.forward(rig.context, x.data(), 10);
+    ADD_FAILURE() << "a batch without plans ran";
+  } catch (const Error& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("batch = 10"), std::string::npos) << message;
+    EXPECT_NE(message.find("prepared: 64"), std::string::npos) << message;
+    EXPECT_NE(message.find("prepare_batch(10)"), std::string::npos) << message;
+  }
+  rig.mlp.prepare_batch(10);
+  EXPECT_NO_THROW(rig.mlp.forward(rig.context, x.data(), 10));
+  EXPECT_FALSE(rig.mlp.describe_lt_plans(10).empty());
+  EXPECT_THROW(rig.mlp.prepare_batch(65), Error);
+  rig.context.synchronize();
+}
+
+// Synthetic regression: target = (sin(x0) + x1 x2, x3^2) on x uniform in [-1, 1]^4 (mlp_test's).
+struct RegressionData {
+  std::vector<float> x, target;
+  RegressionData(std::size_t batch, std::mt19937_64& rng) : x(random_floats(batch * 4, -1.0f, 1.0f, rng)) {
+    for (std::size_t r = 0; r < batch; ++r) {
+      const float* xr = &x[r * 4];
+      target.push_back(std::sin(xr[0]) + xr[1] * xr[2]);
+      target.push_back(xr[3] * xr[3]);
+    }
+  }
+};
+
+double reference_training(const nn::Mlp& mlp, std::vector<double> params, const RegressionData& data,
+                          std::size_t batch, const nn::RegressionStepConfig& config, int steps) {
+  const auto layers = reference_layers(mlp);
+  const std::vector<double> x = to_double(data.x), target = to_double(data.target);
+  std::vector<double> m(params.size(), 0.0), v(params.size(), 0.0), grads(params.size());
+  const std::vector<std::uint8_t> no_decay(params.size(), 0);
+  const reference::AdamWConfig adamw{config.adamw.lr, config.adamw.beta1, config.adamw.beta2,
+                                     config.adamw.eps, 0.0};
+  double loss = 0;
+  for (int step = 1; step <= steps; ++step) {
+    const std::vector<double> y = reference::mlp_forward(layers, batch, params, x);
+    loss = reference::mse_loss(y, target);
+    std::vector<double> dy(y.size());
+    reference::mse_loss_backward(y, target, 1.0, dy, reference::GradMode::Overwrite);
+    std::vector<double> unused_dx(x.size());
+    reference::mlp_backward(layers, batch, params, x, dy, {unused_dx, grads}, reference::GradMode::Overwrite);
+    reference::clip_global_norm(grads, config.max_grad_norm);
+    reference::adamw_step(adamw, static_cast<std::uint64_t>(step), params, grads, m, v, no_decay);
+  }
+  return loss;
+}
+
+TEST(MlpLtTraining, GraphReplayedLtStepLearnsMovesNothingAndMatchesEager) {
+  RESIDENT_REQUIRE_GPU();
+  const std::size_t batch = 512;
+  const int steps = 300;
+  std::mt19937_64 rng(2026);
+  const RegressionData data(batch, rng);
+  DeviceBuffer<float> d_x(data.x.size()), d_target(data.target.size());
+  d_x.upload(data.x);
+  d_target.upload(data.target);
+  nn::RegressionStepConfig config;
+  config.adamw.lr = 3e-3;
+  config.max_grad_norm = 1.0f;
+  config.fused_mse_loss = true;
+  const nn::MlpConfig mlp_config{.widths = {4, 64, 64, 2}, .backend = nn::GemmBackend::CublasLt};
+
+  LtRig graphed(mlp_config, batch, 7), eager(mlp_config, batch, 7);
+  print_plans(graphed.mlp, batch);
+  const std::vector<double> initial =
+      flat(graphed.mlp, graphed.slab.download(nn::SlabPart::Params, graphed.context.stream()), graphed.slab);
+  nn::RegressionStep graph_step(graphed.mlp, graphed.slab, config, d_x.data(), d_target.data(), batch);
+  nn::RegressionStep eager_step(eager.mlp, eager.slab, config, d_x.data(), d_target.data(), batch);
+  EXPECT_TRUE(graph_step.overwrites_grads()) << "the slab holds the Mlp alone: no memset expected";
+  ScalarReadback<float> readback;
+  graph_step.run(graphed.context);
+  readback.enqueue(graph_step.loss(), graphed.context.stream());
+  const float first_loss = readback.wait();
+  eager_step.run(eager.context);
+  graph_step.capture(graphed.context);
+  graphed.context.synchronize();
+
+  auto& tracer = audit::Tracer::instance();
+  tracer.start();
+  tracer.reset();
+  {
+    const audit::Phase phase("mlp_lt/train_loop");
+    for (int s = 1; s < steps; ++s) graph_step.replay(graphed.context);
+  }
+  const audit::AuditReport report = tracer.snapshot();
+  RESIDENT_EXPECT_WITHIN_CONTRACT(report, (std::vector<audit::TransferContract>{
+                                              {.phase = "mlp_lt/train_loop", .max_d2h_scalar = 0,
+                                               .max_d2h_bulk = 0, .max_h2d = 0, .max_syncs = 0}}));
+  for (int s = 1; s < steps; ++s) eager_step.run(eager.context);
+  readback.enqueue(graph_step.loss(), graphed.context.stream());
+  const float last_loss = readback.wait();
+  eager.context.synchronize();
+
+  EXPECT_TRUE(test::nn_support::bit_identical(
+      graphed.slab.download(nn::SlabPart::Params, graphed.context.stream()),
+      eager.slab.download(nn::SlabPart::Params, eager.context.stream())))
+      << "graph replays and eager steps diverged";
+  const double reference_loss = reference_training(graphed.mlp, initial, data, batch, config, steps);
+  const double threshold = first_loss / 20.0;
+  std::printf("  loss: first %.5f, GPU (Lt) after %d steps %.6f, double reference %.6f, threshold %.6f\n",
+              first_loss, steps, last_loss, reference_loss, threshold);
+  EXPECT_LT(reference_loss, threshold) << "the reference does not learn: the threshold is wrong";
+  EXPECT_LT(last_loss, threshold);
+  EXPECT_LT(last_loss, 2.0 * reference_loss + 1e-4);
+}
+
+}  // namespace
