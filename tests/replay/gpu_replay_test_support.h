@@ -1,5 +1,5 @@
 // Shared by the GPU replay tests: random transitions inserted identically into a GPU buffer
-// and its CPU oracle, and device copies of host vectors.
+// and its CPU oracle (device copies of host vectors: tests/support/device_vectors.h).
 #pragma once
 
 #include <cstdint>
@@ -9,15 +9,9 @@
 #include "lib/core/device_buffer.h"
 #include "lib/replay/cpu_replay_buffer.h"
 #include "lib/replay/gpu_replay_buffer.h"
+#include "tests/support/device_vectors.h"
 
 namespace resident::test {
-
-template <class T>
-DeviceBuffer<T> to_device(const std::vector<T>& host) {
-  DeviceBuffer<T> buffer(host.size());
-  if (!host.empty()) buffer.upload(host);
-  return buffer;
-}
 
 // n random transitions on the host; states are fresh random values, never zeros.
 struct HostTransitions {

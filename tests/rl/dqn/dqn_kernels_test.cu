@@ -24,6 +24,7 @@
 #include "lib/core/stream.h"
 #include "tests/nn/nn_test_support.h"
 #include "tests/rl/dqn/dqn_reference.h"
+#include "tests/support/device_vectors.h"
 #include "tests/support/gpu.h"
 
 namespace {
@@ -36,13 +37,6 @@ using test::nn_support::nans;
 using test::nn_support::random_floats;
 using test::nn_support::to_double;
 using test::nn_support::Tolerance;
-
-template <class T>
-DeviceBuffer<T> device(const std::vector<T>& host) {
-  DeviceBuffer<T> d(host.size());
-  d.upload(host);
-  return d;
-}
 
 std::vector<std::uint8_t> random_flags(std::size_t n, double p, std::mt19937_64& rng) {
   std::bernoulli_distribution flag(p);
@@ -68,10 +62,10 @@ TEST_P(DqnKernelSizes, EpsilonGreedyMatchesReferenceExactly) {
   const kd::EpsilonSchedule schedule{1.0, 0.05, 10 * n};
   const std::uint64_t seed = 0x1234abcdull + n;
   Stream stream;
-  auto d_q = device(q);
+  auto d_q = test::to_device(q);
   for (std::uint64_t step : {0ull, 3ull, 5ull, 12ull}) {
-    auto d_step = device(std::vector<std::uint64_t>{step});
-    auto d_actions = device(std::vector<std::int32_t>(n, -7));
+    auto d_step = test::to_device(std::vector<std::uint64_t>{step});
+    auto d_actions = test::to_device(std::vector<std::int32_t>(n, -7));
     kd::launch_epsilon_greedy(d_actions.data(), d_q.data(), n, a, schedule, d_step.data(), seed,
                               stream.get());
     stream.synchronize();
@@ -90,11 +84,11 @@ TEST_P(DqnKernelSizes, DoubleDqnTargetTdErrorAndGradMatchReference) {
   const auto actions = random_actions(b, a, rng);
   const auto dq_taken = random_floats(b, -1.0f, 1.0f, rng);
   Stream stream;
-  auto d_qo = device(qo), d_qt = device(qt), d_q = device(q), d_r = device(r), d_dq = device(dq_taken);
-  auto d_dones = device(dones);
-  auto d_actions = device(actions);
-  auto d_y = device(nans(b)), d_taken = device(nans(b)), d_td = device(nans(b)),
-       d_grad = device(nans(b * a));
+  auto d_qo = test::to_device(qo), d_qt = test::to_device(qt), d_q = test::to_device(q), d_r = test::to_device(r), d_dq = test::to_device(dq_taken);
+  auto d_dones = test::to_device(dones);
+  auto d_actions = test::to_device(actions);
+  auto d_y = test::to_device(nans(b)), d_taken = test::to_device(nans(b)), d_td = test::to_device(nans(b)),
+       d_grad = test::to_device(nans(b * a));
   kd::launch_double_dqn_target(d_y.data(), d_qo.data(), d_qt.data(), d_r.data(), d_dones.data(), b,
                                a, 0.99f, 0.5f, stream.get());
   kd::launch_td_error(d_taken.data(), d_td.data(), d_q.data(), d_actions.data(), d_y.data(), b, a,
@@ -120,8 +114,8 @@ TEST_P(DqnKernelSizes, DuelingHeadMatchesReference) {
   std::mt19937_64 rng(b * 17 + a);
   const auto head = random_floats(b * (a + 1), -2.0f, 2.0f, rng), dq = random_floats(b * a, -1.0f, 1.0f, rng);
   Stream stream;
-  auto d_head = device(head), d_dq = device(dq), d_q = device(nans(b * a)),
-       d_dhead = device(nans(b * (a + 1)));
+  auto d_head = test::to_device(head), d_dq = test::to_device(dq), d_q = test::to_device(nans(b * a)),
+       d_dhead = test::to_device(nans(b * (a + 1)));
   kd::launch_dueling_forward(d_q.data(), d_head.data(), b, a, stream.get());
   kd::launch_dueling_backward(d_dhead.data(), d_dq.data(), b, a, stream.get());
   stream.synchronize();
@@ -139,10 +133,10 @@ TEST_P(DqnKernelSizes, TransitionAssemblyMatchesReferenceExactly) {
   const auto term = random_flags(n, 0.2, rng), trunc = random_flags(n, 0.2, rng);
   for (bool cartpole_like : {true, false}) {
     Stream stream;
-    auto d_cur = device(cur), d_obs = device(obs), d_next = device(next), d_fin = device(fin);
-    auto d_term = device(term), d_trunc = device(trunc);
-    auto d_states = device(nans(n * d)), d_next_states = device(nans(n * d));
-    auto d_dones = device(std::vector<std::uint8_t>(n, 7));
+    auto d_cur = test::to_device(cur), d_obs = test::to_device(obs), d_next = test::to_device(next), d_fin = test::to_device(fin);
+    auto d_term = test::to_device(term), d_trunc = test::to_device(trunc);
+    auto d_states = test::to_device(nans(n * d)), d_next_states = test::to_device(nans(n * d));
+    auto d_dones = test::to_device(std::vector<std::uint8_t>(n, 7));
     kd::TransitionSources sources{d_obs.data(), d_next.data(),
                                   cartpole_like ? d_fin.data() : nullptr,
                                   cartpole_like ? d_term.data() : nullptr, d_trunc.data()};
@@ -175,8 +169,8 @@ TEST(DqnTargetUpdate, HardAndPolyakFollowTheDeviceStep) {
   const auto target = random_floats(n, -1.0f, 1.0f, rng), online = random_floats(n, -1.0f, 1.0f, rng);
   Stream stream;
   for (const auto& [tau, step] : {std::pair{1.0f, 10ull}, std::pair{0.005f, 10ull}, std::pair{1.0f, 7ull}}) {
-    auto d_t = device(target), d_o = device(online);
-    auto d_step = device(std::vector<std::uint64_t>{step});
+    auto d_t = test::to_device(target), d_o = test::to_device(online);
+    auto d_step = test::to_device(std::vector<std::uint64_t>{step});
     kd::launch_target_update(d_t.data(), d_o.data(), n, tau, 5, d_step.data(), stream.get());
     stream.synchronize();
     const auto want = ref::target_update(to_double(target), to_double(online), tau, 5, step);
@@ -191,10 +185,10 @@ TEST(DqnEpisodeTracker, RingCountersAndSumsMatchReference) {
   for (const auto& [n, ring] : {std::pair<std::size_t, std::size_t>{1, 3}, {7, 100}, {1000, 5}, {300, 1000}}) {
     std::mt19937_64 rng(n + ring);
     Stream stream;
-    auto d_running = device(std::vector<float>(n, 0.0f));
-    auto d_ring = device(std::vector<float>(ring, 0.0f));
-    auto d_counters = device(std::vector<std::uint64_t>(kd::kTrackerCounterCount, 0));
-    auto d_sum = device(std::vector<double>{0.0});
+    auto d_running = test::to_device(std::vector<float>(n, 0.0f));
+    auto d_ring = test::to_device(std::vector<float>(ring, 0.0f));
+    auto d_counters = test::to_device(std::vector<std::uint64_t>(kd::kTrackerCounterCount, 0));
+    auto d_sum = test::to_device(std::vector<double>{0.0});
     const kd::EpisodeTrackerState state{d_running.data(), d_ring.data(), d_counters.data(), d_sum.data(), ring};
     ref::Tracker tracker{std::vector<double>(n, 0.0), std::vector<double>(ring, 0.0)};
     for (int step = 0; step < 20; ++step) {
@@ -203,8 +197,8 @@ TEST(DqnEpisodeTracker, RingCountersAndSumsMatchReference) {
       std::uniform_int_distribution<int> quarter(-4, 8);
       for (float& r : rewards) r = 0.25f * static_cast<float>(quarter(rng));
       const auto term = random_flags(n, 0.15, rng), trunc = random_flags(n, 0.1, rng);
-      auto d_r = device(rewards);
-      auto d_term = device(term), d_trunc = device(trunc);
+      auto d_r = test::to_device(rewards);
+      auto d_term = test::to_device(term), d_trunc = test::to_device(trunc);
       kd::launch_episode_tracker(state, d_r.data(), d_term.data(), d_trunc.data(), n, stream.get());
       ref::episode_tracker_step(tracker, to_double(rewards), term, trunc);
     }
@@ -218,8 +212,8 @@ TEST(DqnEpisodeTracker, RingCountersAndSumsMatchReference) {
     EXPECT_EQ(d_sum.download()[0], tracker.epoch_return_sum);
 
     // The epoch summary of this tracker (no train steps: NaN loss).
-    auto d_loss_sum = device(std::vector<double>{0.0});
-    auto d_train = device(std::vector<std::uint64_t>(kd::kTrainCounterCount, 0));
+    auto d_loss_sum = test::to_device(std::vector<double>{0.0});
+    auto d_train = test::to_device(std::vector<std::uint64_t>(kd::kTrainCounterCount, 0));
     DeviceBuffer<kd::EpochSummary> summary(1);
     DeviceBuffer<kd::EpochStatus> status(1);
     kd::launch_epoch_summary(summary.data(), status.data(), {d_loss_sum.data(), d_train.data()}, state,
@@ -237,8 +231,8 @@ TEST(DqnTrainMetrics, CountsNonFiniteAndNamesTheFirstStep) {
   RESIDENT_REQUIRE_GPU();
   const std::size_t b = 300;
   Stream stream;
-  auto d_loss_sum = device(std::vector<double>{0.0});
-  auto d_counters = device(std::vector<std::uint64_t>(kd::kTrainCounterCount, 0));
+  auto d_loss_sum = test::to_device(std::vector<double>{0.0});
+  auto d_counters = test::to_device(std::vector<std::uint64_t>(kd::kTrainCounterCount, 0));
   const kd::TrainMetricsState state{d_loss_sum.data(), d_counters.data()};
   std::mt19937_64 rng(3);
   double loss_sum = 0.0;
@@ -247,8 +241,8 @@ TEST(DqnTrainMetrics, CountsNonFiniteAndNamesTheFirstStep) {
     const float loss = 0.125f * static_cast<float>(step);
     if (step == 4) td[b - 1] = std::numeric_limits<float>::infinity();
     if (step == 5) td[0] = std::numeric_limits<float>::quiet_NaN();
-    auto d_td = device(td);
-    auto d_loss = device(std::vector<float>{loss});
+    auto d_td = test::to_device(td);
+    auto d_loss = test::to_device(std::vector<float>{loss});
     kd::launch_train_metrics(state, d_loss.data(), d_td.data(), b, stream.get());
     stream.synchronize();
     loss_sum += loss;

@@ -30,6 +30,7 @@
 #include "tests/reference/philox_reference.h"
 #include "tests/reference/ppo_reference.h"
 #include "tests/stats/chi_square.h"
+#include "tests/support/device_vectors.h"
 #include "tests/support/gpu.h"
 
 namespace {
@@ -41,13 +42,6 @@ using test::nn_support::nans;
 using test::nn_support::random_floats;
 using test::nn_support::to_double;
 using test::nn_support::Tolerance;
-
-template <class T>
-DeviceBuffer<T> device(const std::vector<T>& host) {
-  DeviceBuffer<T> d(host.size());
-  d.upload(host);
-  return d;
-}
 
 std::vector<double> softmax(const std::vector<float>& logits) {
   double m = -INFINITY, s = 0.0;
@@ -69,10 +63,10 @@ TEST(PpoSampleActions, FrequenciesMatchTheSoftmaxAndANegativeControlIsRejected) 
   std::vector<float> logits;
   for (std::size_t r = 0; r < rows; ++r) logits.insert(logits.end(), row.begin(), row.end());
   StreamContext ctx;
-  DeviceBuffer<float> d_logits = device(logits);
+  DeviceBuffer<float> d_logits = test::to_device(logits);
   DeviceBuffer<std::int32_t> d_actions(rows), d_stored(3 * rows);
-  DeviceBuffer<float> d_log_prob = device(nans(3 * rows));
-  DeviceBuffer<std::uint64_t> d_counter = device(std::vector<std::uint64_t>{0}), d_slot(1);
+  DeviceBuffer<float> d_log_prob = test::to_device(nans(3 * rows));
+  DeviceBuffer<std::uint64_t> d_counter = test::to_device(std::vector<std::uint64_t>{0}), d_slot(1);
   const std::uint64_t seed = mix_seed(7, 99);
   std::vector<std::uint64_t> counts(cols, 0);
   std::size_t replica_mismatches = 0;
@@ -125,7 +119,7 @@ TEST(PpoSampleActions, ProbabilitiesMatchTheSoftmax) {
     std::mt19937_64 rng(cols);
     const std::vector<float> logits = random_floats(rows * cols, -4.0f, 4.0f, rng);
     StreamContext ctx;
-    DeviceBuffer<float> d_logits = device(logits), d_p = device(nans(rows * cols));
+    DeviceBuffer<float> d_logits = test::to_device(logits), d_p = test::to_device(nans(rows * cols));
     kp::launch_policy_probabilities(d_p.data(), d_logits.data(), rows, cols, ctx.stream());
     ctx.synchronize();
     std::vector<double> want;
@@ -159,9 +153,9 @@ TEST_P(PpoGae, MatchesTheReferenceWithTerminationsAndTruncations) {
     if (!truncated[i] || terminated[i]) final_values[i] = NAN;  // must not be read
   }
   StreamContext ctx;
-  DeviceBuffer<float> d_r = device(rewards), d_v = device(values), d_f = device(final_values);
-  DeviceBuffer<std::uint8_t> d_term = device(terminated), d_trunc = device(truncated);
-  DeviceBuffer<float> d_adv = device(nans(steps * envs)), d_ret = device(nans(steps * envs));
+  DeviceBuffer<float> d_r = test::to_device(rewards), d_v = test::to_device(values), d_f = test::to_device(final_values);
+  DeviceBuffer<std::uint8_t> d_term = test::to_device(terminated), d_trunc = test::to_device(truncated);
+  DeviceBuffer<float> d_adv = test::to_device(nans(steps * envs)), d_ret = test::to_device(nans(steps * envs));
   const float gamma = 0.99f, lambda = 0.95f;
   kp::launch_gae(d_adv.data(), d_ret.data(), d_r.data(), d_v.data(), d_term.data(),
                  d_trunc.data(), d_f.data(), steps, envs, gamma, lambda, ctx.stream());
@@ -186,8 +180,8 @@ TEST(PpoNormalizeAdvantages, MatchesTheReferenceAcrossTheReductionSplit) {
     std::mt19937_64 rng(n);
     const std::vector<float> a = random_floats(n, -3.0f, 5.0f, rng);
     StreamContext ctx;
-    DeviceBuffer<float> d_a = device(a);
-    DeviceBuffer<double> partials = device(std::vector<double>(kp::normalize_partials_count(n), NAN));
+    DeviceBuffer<float> d_a = test::to_device(a);
+    DeviceBuffer<double> partials = test::to_device(std::vector<double>(kp::normalize_partials_count(n), NAN));
     kp::launch_normalize_advantages(d_a.data(), partials.data(), partials.size(), n, 1e-8f,
                                     ctx.stream());
     ctx.synchronize();
@@ -213,7 +207,7 @@ TEST(PpoPermutation, EqualsTheReferenceExactly) {
     DeviceBuffer<std::byte> temp(kp::permutation_temp_bytes(n));
     const kp::PermutationScratch scratch{keys_in.data(), keys_out.data(), values_in.data(),
                                          temp.data(), temp.size()};
-    DeviceBuffer<std::uint64_t> counter = device(std::vector<std::uint64_t>{13});
+    DeviceBuffer<std::uint64_t> counter = test::to_device(std::vector<std::uint64_t>{13});
     const std::uint64_t seed = mix_seed(3, 5);
     // counter 13, divisor 4: draw 3.
     kp::launch_random_permutation(perm.data(), scratch, n, seed, counter.data(), 4, ctx.stream());
@@ -246,16 +240,16 @@ TEST_P(PpoLossKernel, LossGradientsAndMetricsMatchTheReference) {
   for (std::size_t i = 0; i < batch; ++i) v[i] = old_v[i] + dv[i];
 
   StreamContext ctx;
-  DeviceBuffer<float> d_logits = device(logits), d_old_lp = device(old_lp), d_adv = device(adv),
-                      d_ret = device(ret), d_old_v = device(old_v), d_v = device(v);
-  DeviceBuffer<std::int32_t> d_actions = device(actions);
-  DeviceBuffer<float> d_lp = device(nans(batch)), d_ent = device(nans(batch));
-  DeviceBuffer<float> g_lp = device(nans(batch)), g_ent = device(nans(batch)), g_v = device(nans(batch));
-  DeviceBuffer<float> d_dlogits = device(nans(batch * cols));
-  DeviceBuffer<float> metrics = device(nans(kp::kPpoMetrics));
-  DeviceBuffer<float> sums = device(std::vector<float>(kp::kPpoMetrics, 1.0f));
-  DeviceBuffer<float> partials = device(nans(kp::ppo_loss_blocks(batch) * kp::kPpoMetrics));
-  DeviceBuffer<std::uint64_t> counter = device(std::vector<std::uint64_t>{41});
+  DeviceBuffer<float> d_logits = test::to_device(logits), d_old_lp = test::to_device(old_lp), d_adv = test::to_device(adv),
+                      d_ret = test::to_device(ret), d_old_v = test::to_device(old_v), d_v = test::to_device(v);
+  DeviceBuffer<std::int32_t> d_actions = test::to_device(actions);
+  DeviceBuffer<float> d_lp = test::to_device(nans(batch)), d_ent = test::to_device(nans(batch));
+  DeviceBuffer<float> g_lp = test::to_device(nans(batch)), g_ent = test::to_device(nans(batch)), g_v = test::to_device(nans(batch));
+  DeviceBuffer<float> d_dlogits = test::to_device(nans(batch * cols));
+  DeviceBuffer<float> metrics = test::to_device(nans(kp::kPpoMetrics));
+  DeviceBuffer<float> sums = test::to_device(std::vector<float>(kp::kPpoMetrics, 1.0f));
+  DeviceBuffer<float> partials = test::to_device(nans(kp::ppo_loss_blocks(batch) * kp::kPpoMetrics));
+  DeviceBuffer<std::uint64_t> counter = test::to_device(std::vector<std::uint64_t>{41});
   const kp::PpoLossCoefficients k{0.2f, clip_values, 0.01f, 0.5f};
   kernels::launch_categorical_forward(d_lp.data(), d_ent.data(), d_logits.data(), d_actions.data(),
                                       batch, cols, ctx.stream());
@@ -329,15 +323,15 @@ TEST(PpoStoreAndGather, CopyExactly) {
   DeviceBuffer<float> rewards(steps * envs), finals(steps * envs * dim), obs((steps + 1) * envs * dim);
   DeviceBuffer<std::uint8_t> term(steps * envs), trunc(steps * envs);
   obs.upload(nans(obs.size()));
-  DeviceBuffer<std::uint64_t> slot = device(std::vector<std::uint64_t>{0}), counter(1);
+  DeviceBuffer<std::uint64_t> slot = test::to_device(std::vector<std::uint64_t>{0}), counter(1);
   std::vector<float> all_obs(obs.size());
   for (std::size_t t = 0; t < steps; ++t) {
     const std::vector<float> r = random_floats(envs, -1, 1, rng), o = random_floats(envs * dim, -1, 1, rng),
                              f = random_floats(envs * dim, -1, 1, rng);
     std::vector<std::uint8_t> te(envs), tr(envs);
     for (std::size_t n = 0; n < envs; ++n) { te[n] = rng() % 2; tr[n] = rng() % 2; }
-    DeviceBuffer<float> dr = device(r), d_o = device(o), df = device(f);
-    DeviceBuffer<std::uint8_t> dte = device(te), dtr = device(tr);
+    DeviceBuffer<float> dr = test::to_device(r), d_o = test::to_device(o), df = test::to_device(f);
+    DeviceBuffer<std::uint8_t> dte = test::to_device(te), dtr = test::to_device(tr);
     slot.upload(std::vector<std::uint64_t>{t + 7 * steps});  // t = slot % T
     kp::launch_store_transition({rewards.data(), term.data(), trunc.data(), finals.data(), obs.data()},
                                 {dr.data(), dte.data(), dtr.data(), df.data(), d_o.data()}, envs,
@@ -366,13 +360,13 @@ TEST(PpoStoreAndGather, CopyExactly) {
   const std::vector<float> s_obs = random_floats(samples * dim, -1, 1, rng), s_lp = random_floats(samples, -1, 1, rng);
   std::vector<std::int32_t> s_act(samples);
   for (auto& a : s_act) a = static_cast<std::int32_t>(rng() % 5);
-  DeviceBuffer<float> d_obs = device(s_obs), d_lp = device(s_lp);
-  DeviceBuffer<std::int32_t> d_act = device(s_act);
-  DeviceBuffer<std::uint32_t> d_perm = device(perm);
-  DeviceBuffer<float> m_obs = device(nans(batch * dim)), m_lp = device(nans(batch)),
-                      m_adv = device(nans(batch)), m_ret = device(nans(batch)), m_v = device(nans(batch));
+  DeviceBuffer<float> d_obs = test::to_device(s_obs), d_lp = test::to_device(s_lp);
+  DeviceBuffer<std::int32_t> d_act = test::to_device(s_act);
+  DeviceBuffer<std::uint32_t> d_perm = test::to_device(perm);
+  DeviceBuffer<float> m_obs = test::to_device(nans(batch * dim)), m_lp = test::to_device(nans(batch)),
+                      m_adv = test::to_device(nans(batch)), m_ret = test::to_device(nans(batch)), m_v = test::to_device(nans(batch));
   DeviceBuffer<std::int32_t> m_act(batch);
-  DeviceBuffer<std::uint64_t> mb_counter = device(std::vector<std::uint64_t>{5});
+  DeviceBuffer<std::uint64_t> mb_counter = test::to_device(std::vector<std::uint64_t>{5});
   kp::launch_gather_minibatch({m_obs.data(), m_act.data(), m_lp.data(), m_adv.data(), m_ret.data(), m_v.data()},
                               {d_obs.data(), d_act.data(), d_lp.data(), d_lp.data(), d_lp.data(), d_lp.data()},
                               d_perm.data(), batch, dim, minibatches, mb_counter.data(), ctx.stream());
@@ -395,8 +389,8 @@ TEST(PpoLrAnneal, RescalesTheLastStep) {
   const std::vector<float> before = random_floats(n, -1, 1, rng), after = random_floats(n, -1, 1, rng);
   StreamContext ctx;
   for (std::uint64_t counter : {1u, 16u, 17u, 80u, 1000u}) {
-    DeviceBuffer<float> p = device(after), b = device(before);
-    DeviceBuffer<std::uint64_t> c = device(std::vector<std::uint64_t>{counter});
+    DeviceBuffer<float> p = test::to_device(after), b = test::to_device(before);
+    DeviceBuffer<std::uint64_t> c = test::to_device(std::vector<std::uint64_t>{counter});
     kp::launch_lr_anneal(p.data(), b.data(), n, c.data(), 16, 5, ctx.stream());
     ctx.synchronize();
     const double f = kp::lr_anneal_factor(counter, 16, 5);
