@@ -126,11 +126,6 @@ __global__ void __launch_bounds__(kUpdateThreads)
     const std::uint32_t leaf = i < k ? winner_leaf[i] : 0;
     for (int first_level = 1; first_level <= depth; first_level += kPrefetchLevels) {
       NodeValue sibling[kPrefetchLevels];
-      // This batch's node writes, issued after its last level: a block barrier orders global
-      // memory too, so stores issued inside the level loop would be waited for level by level.
-      NodeValue staged[kPrefetchLevels];
-      std::uint32_t staged_node[kPrefetchLevels];
-      unsigned staged_mask = 0;
 #pragma unroll
       for (int q = 0; q < kPrefetchLevels; ++q) {
         const int level = first_level + q;
@@ -167,15 +162,8 @@ __global__ void __launch_bounds__(kUpdateThreads)
         const NodeValue parent = combine(left, right);
         value[i] = parent;
         run[i] = below;
-        staged[q] = parent;
-        staged_node[q] = node;
-        staged_mask |= 1u << q;
+        write_node(tree, node, parent);
       }
-      // Nothing in this kernel reads a touched node from the tree (touched values come from
-      // value[]), so writing them late changes no result.
-#pragma unroll
-      for (int q = 0; q < kPrefetchLevels; ++q)
-        if (staged_mask & (1u << q)) write_node(tree, staged_node[q], staged[q]);
     }
   }
   if (nonfinite) atomicAdd(reinterpret_cast<unsigned long long*>(&counters->nonfinite), nonfinite);
