@@ -19,13 +19,20 @@ __global__ void add_bias(float* y, const float* bias, std::size_t rows, std::siz
     y[i] += bias[i % cols];
 }
 
+struct RowValue {
+  const float* dy;
+  std::size_t cols;
+  __device__ float load(std::size_t r, std::size_t c) const { return dy[r * cols + c]; }
+  __device__ float apply(std::size_t, std::size_t, float v) const { return v; }
+};
+
 __global__ void __launch_bounds__(column_tile::kThreads)
     bias_grad(float* dbias, const float* __restrict__ dy, std::size_t rows, std::size_t cols,
               unsigned width, bool accumulate) {
   std::size_t c = 0;
-  const float sum = column_tile::sum_block_columns(
-      rows, cols, width, [&](std::size_t r, std::size_t col) { return dy[r * cols + col]; }, c);
-  if (threadIdx.x < width && c < cols) rowwise::write_grad(dbias + c, sum, accumulate);
+  const float sum = column_tile::sum_block_columns(rows, cols, width, RowValue{dy, cols}, c);
+  if (threadIdx.x < width && c < cols && blockIdx.y == 0)
+    rowwise::write_grad(dbias + c, sum, accumulate);
 }
 
 }  // namespace
@@ -43,9 +50,8 @@ void launch_bias_grad(float* dbias, const float* dy, std::size_t rows, std::size
   const NvtxRange range("nn/bias_grad");
   if (cols == 0) return;
   const column_tile::Shape tile = column_tile::shape_for(rows, cols);
-  bias_grad<<<tile.blocks, column_tile::kThreads, 0, stream>>>(
-      dbias, dy, rows, cols, tile.width, mode == nn::GradMode::Accumulate);
-  RESIDENT_CHECK_LAUNCH("bias_grad");
+  column_tile::launch(tile, stream, bias_grad, dbias, dy, rows, cols, tile.width,
+                      mode == nn::GradMode::Accumulate);
 }
 
 }  // namespace resident::kernels

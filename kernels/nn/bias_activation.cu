@@ -26,22 +26,38 @@ __global__ void bias_activation_forward(float* __restrict__ z, float* __restrict
   }
 }
 
+// dz = da * f'(z), read and written element by element (dz may alias da).
+template <ActivationKind Kind>
+struct ActivationGradient {
+  float* dz;
+  const float* z;
+  const float* da;
+  std::size_t cols;
+  Activation a;
+  struct Loaded {
+    float z, da;
+  };
+  __device__ Loaded load(std::size_t r, std::size_t c) const {
+    const std::size_t i = r * cols + c;
+    return {z[i], da[i]};
+  }
+  __device__ float apply(std::size_t r, std::size_t c, Loaded v) const {
+    const float g = v.da * activation_math::derivative<Kind>(v.z, a);
+    dz[r * cols + c] = g;
+    return g;
+  }
+};
+
 template <ActivationKind Kind>
 __global__ void __launch_bounds__(column_tile::kThreads)
-    activation_backward_bias_grad(float* dz, float* dbias, const float* __restrict__ z,
-                                  const float* da, std::size_t rows, std::size_t cols,
-                                  unsigned width, Activation a, bool accumulate) {
+    activation_backward_bias_grad(float* dz, float* dbias, const float* z, const float* da,
+                                  std::size_t rows, std::size_t cols, unsigned width,
+                                  Activation a, bool accumulate) {
   std::size_t c = 0;
   const float sum = column_tile::sum_block_columns(
-      rows, cols, width,
-      [&](std::size_t r, std::size_t col) {
-        const std::size_t i = r * cols + col;
-        const float g = da[i] * activation_math::derivative<Kind>(z[i], a);
-        dz[i] = g;
-        return g;
-      },
-      c);
-  if (threadIdx.x < width && c < cols) rowwise::write_grad(dbias + c, sum, accumulate);
+      rows, cols, width, ActivationGradient<Kind>{dz, z, da, cols, a}, c);
+  if (threadIdx.x < width && c < cols && blockIdx.y == 0)
+    rowwise::write_grad(dbias + c, sum, accumulate);
 }
 
 constexpr unsigned kBlock = 256;
@@ -69,10 +85,9 @@ void launch_activation_backward_bias_grad(float* dz, float* dbias, const float* 
   activation_math::dispatch(activation, "activation_backward_bias_grad", [&](auto kind) {
     if (cols == 0) return;
     const column_tile::Shape tile = column_tile::shape_for(rows, cols);
-    activation_backward_bias_grad<decltype(kind)::value>
-        <<<tile.blocks, column_tile::kThreads, 0, stream>>>(
-            dz, dbias, z, da, rows, cols, tile.width, activation, mode == nn::GradMode::Accumulate);
-    RESIDENT_CHECK_LAUNCH("activation_backward_bias_grad");
+    column_tile::launch(tile, stream, activation_backward_bias_grad<decltype(kind)::value>, dz,
+                        dbias, z, da, rows, cols, tile.width, activation,
+                        mode == nn::GradMode::Accumulate);
   });
 }
 

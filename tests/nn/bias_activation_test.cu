@@ -138,7 +138,8 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Combine(::testing::Range<std::size_t>(0, std::size(kKinds)),
                        ::testing::Values(Shape{1, 1}, Shape{3, 5}, Shape{31, 32}, Shape{65, 33},
                                          Shape{256, 256}, Shape{4096, 64}, Shape{4096, 2},
-                                         Shape{40000, 3}, Shape{7, 1025})),
+                                         Shape{40000, 3}, Shape{7, 1025},
+                                         Shape{131072, 64}, Shape{100003, 1})),
     case_name);
 
 }  // namespace
