@@ -55,6 +55,11 @@ void CartPoleEnv::reset(std::uint64_t seed, cudaStream_t stream) {
   kernels::launch_cartpole_reset(observations_.data(), state, env_count_, philox_seed_, stream);
   RESIDENT_CUDA_CHECK(cudaMemsetAsync(return_sum_.data(), 0, return_sum_.bytes(), stream));
   RESIDENT_CUDA_CHECK(cudaMemsetAsync(episode_count_.data(), 0, episode_count_.bytes(), stream));
+  RESIDENT_CUDA_CHECK(cudaMemsetAsync(rewards_.data(), 0, rewards_.bytes(), stream));
+  RESIDENT_CUDA_CHECK(cudaMemsetAsync(terminated_.data(), 0, terminated_.bytes(), stream));
+  RESIDENT_CUDA_CHECK(cudaMemsetAsync(truncated_.data(), 0, truncated_.bytes(), stream));
+  RESIDENT_CUDA_CHECK(  // all-ones bytes: NaN
+      cudaMemsetAsync(final_observations_.data(), 0xff, final_observations_.bytes(), stream));
 }
 
 void CartPoleEnv::step(const std::int32_t* actions, cudaStream_t stream) {

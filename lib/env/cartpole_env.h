@@ -29,11 +29,13 @@ class CartPoleEnv {
   static constexpr std::uint64_t kDefaultStreamId = 0x43617274506f6c65ull;  // "CartPole"
 
   // Allocates the state of `env_count` (> 0) environments; nothing is initialized until
-  // reset(). Throws std::invalid_argument for env_count 0.
+  // reset(). Throws resident::Error for env_count 0.
   explicit CartPoleEnv(std::size_t env_count, std::uint64_t stream_id = kDefaultStreamId);
 
   // Setup: every env gets a fresh state from the seed's Philox stream; episode counters and
-  // statistics are cleared; observations() holds the first observations. Enqueued on `stream`.
+  // statistics are cleared; observations() holds the first observations; the last step's outputs
+  // read as "no step yet" (rewards 0, terminated/truncated 0, final observations NaN), so a state
+  // saved right after reset() is defined bytes. Enqueued on `stream`.
   void reset(std::uint64_t seed, cudaStream_t stream);
 
   // Hot path: one step of every env with actions [N] int32 (0 or 1) in device memory. Writes
