@@ -1,10 +1,11 @@
 // PPO learns the trading signal, out of sample (GPU, resident pipeline, graph-replayed):
 // train on a synthetic series, then play the greedy (argmax) policy on a HELD-OUT series from the
 // same generator with another seed, in consecutive non-overlapping episodes of L steps
-// (trading_policy_eval.h), and test the mean episode reward with a one-sample t-test over those
-// episodes (t > 3.1: one-sided p < 0.001 for the 399 episodes of the 40,000-step held-out series,
-// where the t distribution is practically the normal one). Printed next to it, on the same held-out episodes: the oracle (position = sign of
-// the next return), the signal follower (position = sign of the raw signal), and flat (0).
+// (tests/support/trading_policy_eval.h), and test the mean episode reward with a one-sample
+// t-test over those episodes (t > 3.1: one-sided p < 0.001 for the 399 episodes of the
+// 40,000-step held-out series, where the t distribution is practically the normal one). Printed
+// next to it, on the same held-out episodes: the oracle (position = sign of the next return), the
+// signal follower (position = sign of the raw signal), and flat (0).
 // - GreedyPolicyEarnsOutOfSampleWhereTheSeriesHasASignal: signal_strength 0.3 -> t > 3.1 and
 //   mean > 0.
 // - NoSignificantEarningsWithoutASignal (negative control): the same pipeline and statistic on
@@ -26,14 +27,15 @@
 
 #include "lib/rl/ppo/ppo_trainer.h"
 #include "lib/rl/ppo/trading_vector_env.h"
-#include "tests/rl/ppo/trading_policy_eval.h"
 #include "tests/support/gpu.h"
+#include "tests/support/host_mlp.h"
+#include "tests/support/trading_policy_eval.h"
 
 namespace {
 
 using namespace resident;
 using namespace resident::ppo;
-namespace eval = resident::test::ppo_trading;
+namespace eval = resident::test::trading;
 
 constexpr double kCriticalT = 3.1;
 
@@ -50,28 +52,6 @@ SyntheticMarketConfig market(std::uint64_t seed, double signal_strength, std::si
   m.mean_reversion = 0.0;
   m.trend_drift = 0.0;
   return m;
-}
-
-// The trained actor's parameters, downloaded from the slab (test phase, blocking).
-eval::HostMlp download_actor(const PpoTrainer& trainer, std::size_t in, std::size_t out) {
-  eval::HostMlp net;
-  net.widths = {in};
-  for (const std::size_t h : trainer.config().hidden) net.widths.push_back(h);
-  net.widths.push_back(out);
-  const auto fetch = [&](const std::string& name) {
-    std::vector<float> host(trainer.slab().size(name));
-    EXPECT_EQ(cudaStreamSynchronize(trainer.stream()), cudaSuccess);
-    EXPECT_EQ(cudaMemcpy(host.data(), trainer.slab().param(name), host.size() * sizeof(float),
-                         cudaMemcpyDeviceToHost),
-              cudaSuccess);
-    return host;
-  };
-  for (std::size_t l = 0; l + 1 < net.widths.size(); ++l) {
-    net.weights.push_back(fetch("actor." + std::to_string(l) + ".weight"));
-    net.biases.push_back(fetch("actor." + std::to_string(l) + ".bias"));
-    EXPECT_EQ(net.weights.back().size(), net.widths[l + 1] * net.widths[l]) << "layer " << l;
-  }
-  return net;
 }
 
 Outcome train_and_evaluate(double signal_strength) {
@@ -113,7 +93,12 @@ Outcome train_and_evaluate(double signal_strength) {
                                                                 /*steps=*/40000));
   const MarketSeries& s = held_out.series;
   const std::vector<float> normalized = normalize_features(s, e.normalization);
-  const eval::HostMlp actor = download_actor(trainer, env.observation_size(), env.action_count());
+  const test::HostMlp actor =
+      test::download_mlp(trainer.slab(), "actor", test::HostMlp::Hidden::Tanh, trainer.stream());
+  std::vector<std::size_t> widths = {env.observation_size()};
+  widths.insert(widths.end(), p.hidden.begin(), p.hidden.end());
+  widths.push_back(env.action_count());
+  EXPECT_EQ(actor.widths, widths) << "the actor downloaded from the slab";
   const std::size_t f = s.feature_count;
   Outcome o;
   o.greedy = eval::evaluate(s, normalized, e.window, e.episode_length, e.cost_per_unit,

@@ -1,7 +1,9 @@
 // The trading env behind PPO's VectorEnv (lib/rl/ppo/trading_vector_env.h) and its pieces.
 // CPU (run anywhere): every invalid config field is named before anything touches the device;
-// the host policy evaluator of the learning test (trading_policy_eval.h) reproduces a rule-based
-// signal follower exactly, earns exactly 0 flat, and charges the cost of every position change.
+// the host policy evaluator of the learning tests (tests/support/trading_policy_eval.h)
+// reproduces a rule-based signal follower exactly, earns exactly 0 flat, and charges the cost of
+// every position change; the host MLP that plays trained networks there (tests/support/
+// host_mlp.h) applies tanh or ReLU as asked.
 // GPU: the episode-statistics delta kernel against a CPU sum for N at block edges; the adapter's
 // per-update episode statistics against the episodes TradingEnv reports step by step; a save /
 // load round trip that replays bit for bit, and refused states that change nothing; PPO on the
@@ -20,14 +22,15 @@
 #include "lib/core/error.h"
 #include "lib/rl/ppo/ppo_trainer.h"
 #include "lib/rl/ppo/trading_vector_env.h"
-#include "tests/rl/ppo/trading_policy_eval.h"
 #include "tests/support/gpu.h"
+#include "tests/support/host_mlp.h"
+#include "tests/support/trading_policy_eval.h"
 
 namespace {
 
 using namespace resident;
 using namespace resident::ppo;
-namespace eval = resident::test::ppo_trading;
+namespace eval = resident::test::trading;
 
 TradingVectorEnvConfig small_config(std::size_t envs) {
   TradingVectorEnvConfig c;
@@ -96,7 +99,8 @@ TEST(TradingPolicyEvaluation, NetworkFollowingTheSignalMatchesTheRuleExactly) {
   const std::vector<float> normalized = normalize_features(market.series, c.normalization);
   const std::size_t f = market.series.feature_count, d = c.window * f + 1;
   // hidden = tanh(normalized signal of the newest row); logits = (-h, 0, h).
-  eval::HostMlp net;
+  test::HostMlp net;
+  net.hidden = test::HostMlp::Hidden::Tanh;
   net.widths = {d, 1, 3};
   net.weights = {std::vector<float>(d, 0.0f), {-1.0f, 0.0f, 1.0f}};
   net.weights[0][(c.window - 1) * f + kSyntheticSignalFeature] = 1.0f;
@@ -129,6 +133,22 @@ TEST(TradingPolicyEvaluation, FlatEarnsZeroAndEveryChangeIsCharged) {
                                    [](const float*, std::size_t t) { return t % 2 == 0 ? 2 : 0; });
   for (const double r : flip.episode_returns)
     EXPECT_EQ(r, -(0.25 + 0.5 * static_cast<double>(c.episode_length - 1)));
+}
+
+// h = act(x), logits = (0, h, -h): flat where h > 0; where x < 0, ReLU gives h = 0 (a three-way
+// tie: the first action, short) and tanh h < 0 (long).
+TEST(HostMlp, HiddenActivationIsTanhOrRelu) {
+  test::HostMlp net;
+  net.widths = {1, 1, 3};
+  net.weights = {{1.0f}, {0.0f, 1.0f, -1.0f}};
+  net.biases = {{0.0f}, {0.0f, 0.0f, 0.0f}};
+  const float positive = 2.0f, negative = -2.0f;
+  net.hidden = test::HostMlp::Hidden::Relu;
+  EXPECT_EQ(net.greedy(&positive), 1);
+  EXPECT_EQ(net.greedy(&negative), 0);
+  net.hidden = test::HostMlp::Hidden::Tanh;
+  EXPECT_EQ(net.greedy(&positive), 1);
+  EXPECT_EQ(net.greedy(&negative), 2);
 }
 
 // ----- GPU

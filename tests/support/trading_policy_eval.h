@@ -1,6 +1,7 @@
-// Host-side evaluation of a trading policy on a market series, for the PPO trading tests: the
-// series is cut into consecutive non-overlapping episodes of L steps (starts W - 1, W - 1 + L, ...
-// while start <= T - L - 1, every one flat at its start), each step with the env's semantics
+// Host-side evaluation of a trading policy on a market series, for the PPO and DQN trading
+// tests (the policy: a rule, or a trained network through tests/support/host_mlp.h): the series
+// is cut into consecutive non-overlapping episodes of L steps (starts W - 1, W - 1 + L, ... while
+// start <= T - L - 1, every one flat at its start), each step with the env's semantics
 // (tests/reference/trading_reference.h: observation = W normalized rows t - W + 1 .. t, oldest
 // first, then the position; reward = float(p') * r[t] - c * float(|p' - p|) in float), and the
 // episode returns summed in double. Deterministic; no CUDA.
@@ -9,13 +10,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
-#include <cstdint>
 #include <cstdlib>
+#include <utility>
 #include <vector>
 
 #include "lib/env/market_series.h"
 
-namespace resident::test::ppo_trading {
+namespace resident::test::trading {
 
 struct Earnings {
   std::vector<double> episode_returns;
@@ -66,27 +67,4 @@ Earnings evaluate(const MarketSeries& series, const std::vector<float>& normaliz
   return summarize(std::move(returns), length);
 }
 
-// A tanh MLP as lib/nn's Mlp computes it: weights [out, in] row-major, y = W x + b, tanh after
-// every layer but the last; greedy action = the first maximum of the output (logits).
-struct HostMlp {
-  std::vector<std::size_t> widths;           // {in, hidden..., out}
-  std::vector<std::vector<float>> weights;   // [layers][out * in]
-  std::vector<std::vector<float>> biases;    // [layers][out]
-
-  std::int32_t greedy(const float* x) const {
-    std::vector<float> in(x, x + widths.front()), out;
-    for (std::size_t l = 0; l + 1 < widths.size(); ++l) {
-      const std::size_t n_in = widths[l], n_out = widths[l + 1];
-      out.assign(n_out, 0.0f);
-      for (std::size_t o = 0; o < n_out; ++o) {
-        float acc = biases[l][o];
-        for (std::size_t i = 0; i < n_in; ++i) acc += weights[l][o * n_in + i] * in[i];
-        out[o] = l + 2 < widths.size() ? std::tanh(acc) : acc;
-      }
-      in.swap(out);
-    }
-    return static_cast<std::int32_t>(std::max_element(in.begin(), in.end()) - in.begin());
-  }
-};
-
-}  // namespace resident::test::ppo_trading
+}  // namespace resident::test::trading
