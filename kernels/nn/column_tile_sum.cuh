@@ -26,7 +26,8 @@
 namespace resident::kernels::column_tile {
 
 inline constexpr unsigned kThreads = 512;
-inline constexpr unsigned kMaxSlices = 8;          // the portable cluster size
+inline constexpr unsigned kMaxSlices = 16;         // a non-portable cluster size (sm_90: 16)
+inline constexpr unsigned kPortableSlices = 8;
 inline constexpr std::size_t kRowsPerThread = 16;  // a slice is added only past this
 
 struct Shape {
@@ -66,6 +67,9 @@ void launch(const Shape& shape, cudaStream_t stream, void (*kernel)(KernelArgs..
   cluster.val.clusterDim.z = 1;
   config.attrs = &cluster;
   config.numAttrs = 1;
+  if (shape.slices > kPortableSlices)  // host-side attribute, no stream work: capture-safe
+    RESIDENT_CUDA_CHECK(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
   RESIDENT_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...));
 }
 

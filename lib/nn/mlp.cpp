@@ -9,6 +9,7 @@
 #include "lib/core/error.h"
 #include "kernels/nn/bias.h"
 #include "kernels/nn/bias_activation.h"
+#include "kernels/nn/mlp_forward_fused.h"
 #include "lib/nn/initializers.h"
 #include "lib/nn/linear.h"
 #include "lib/nn/linear_lt.h"
@@ -120,6 +121,16 @@ void Mlp::bind(ScratchArena& arena) {
   if (config_.backend == GemmBackend::CublasLt) {
     lt_ = std::make_shared<LtState>();
     prepare_batch(max_batch_);
+  }
+  fused_forward_ = config_.backend == GemmBackend::Cublas && config_.bias &&
+                   kernels::fused_mlp_forward_supports(config_.widths);
+  if (fused_forward_) {
+    fused_ = {};
+    fused_.layers = static_cast<unsigned>(layers());
+    for (std::size_t l = 0; l <= layers(); ++l)
+      fused_.widths[l] = static_cast<unsigned>(config_.widths[l]);
+    for (std::size_t l = 0; l < layers(); ++l)
+      fused_.layer[l] = {weights_[l], biases_[l], pre_activation_[l], activation_[l]};
   }
 }
 
@@ -257,6 +268,11 @@ const float* Mlp::forward(const StreamContext& context, const float* x, std::siz
   check_batch("Mlp::forward", batch);
   if (config_.backend == GemmBackend::CublasLt) {
     forward_lt(context, x, batch);
+    return pre_activation_.back();
+  }
+  if (fused_forward_) {
+    kernels::launch_fused_mlp_forward(fused_, x, batch, config_.hidden_activation,
+                                      context.stream());
     return pre_activation_.back();
   }
   const float* input = x;

@@ -16,7 +16,9 @@
 // synchronization: forward and backward are graph-capturable.
 //
 // Backends (MlpConfig::backend): Cublas (default) runs cublasSgemm plus the kit's bias and
-// activation kernels. CublasLt runs every GEMM as one cublasLtMatmul planned at bind() for
+// activation kernels; a narrow MLP (biases, every width <= 64, at most 4 layers: the PPO actor
+// and critic) runs its whole forward as one fused kernel instead (same saved tensors; sums in a
+// fixed order of its own, so results equal the GEMM path to rounding, not bit for bit). CublasLt runs every GEMM as one cublasLtMatmul planned at bind() for
 // max_batch (prepare_batch() adds other batch sizes, before any capture): a hidden ReLU or GELU
 // (tanh) is fused into its layer's GEMM (RELU_AUX_BIAS / GELU_AUX_BIAS forward, the aux holding
 // the ReLU bit mask or the GELU input; DRELU_BGRAD / DGELU_BGRAD in the next layer's input
@@ -35,6 +37,7 @@
 #include <vector>
 
 #include "kernels/nn/activation.h"
+#include "kernels/nn/mlp_forward_fused.h"
 #include "lib/core/scratch_arena.h"
 #include "lib/core/stream.h"
 #include "lib/nn/initializers.h"
@@ -117,6 +120,10 @@ class Mlp {
   // handle and the plans per batch (shared by copies, which share the arena and the slab).
   std::vector<void*> aux_;
   std::shared_ptr<LtState> lt_;
+  // Cublas backend with biases and every width <= 64 (at most 4 layers): the whole forward is
+  // one fused launch (kernels/nn/mlp_forward_fused.h) writing the same z_l and a_l.
+  bool fused_forward_ = false;
+  kernels::FusedMlp fused_;
 };
 
 }  // namespace resident::nn

@@ -1,0 +1,206 @@
+// Fused narrow-MLP forward (mlp_forward_fused.h). Block = 256 threads, tile = 64 rows. Shared
+// memory: every layer's W^T [in][out] (rows of `out` floats, float4-aligned) and bias, then two
+// activation tiles [64][65] (odd row stride: the rows a warp reads sit in different banks).
+// A layer whose width is a multiple of 4 gives each thread a 4-column quad and up to 4 rows per
+// pass (one float4 weight read feeds 16 FMAs); other widths one column and one row at a time.
+// Both orders are the same per output (k ascending, fmaf), so the two paths agree bit for bit.
+#include "kernels/nn/mlp_forward_fused.h"
+
+#include <string>
+
+#include "kernels/nn/activation_math.cuh"
+#include "lib/core/error.h"
+#include "lib/core/nvtx_range.h"
+
+namespace resident::kernels {
+
+namespace {
+
+constexpr unsigned kThreads = 256;
+constexpr unsigned kRows = 64;
+constexpr unsigned kStride = kFusedMlpMaxWidth + 1;
+constexpr unsigned kRowsPerPass = 4;
+
+__host__ __device__ constexpr unsigned round4(unsigned n) { return (n + 3u) & ~3u; }
+
+// Floats of the weight region (every layer's W^T and bias, each rounded up to 4 floats).
+__host__ __device__ inline unsigned weight_floats(const FusedMlp& mlp) {
+  unsigned total = 0;
+  for (unsigned l = 0; l < mlp.layers; ++l)
+    total += round4(mlp.widths[l] * mlp.widths[l + 1]) + round4(mlp.widths[l + 1]);
+  return total;
+}
+
+template <ActivationKind Kind>
+__device__ inline void finish_output(const FusedMlpLayer& layer, bool last, float* out_tile,
+                                     std::size_t row0, std::size_t rows, unsigned r, unsigned j,
+                                     unsigned n, float z, const Activation& act) {
+  const std::size_t row = row0 + r;
+  if (last) {
+    if (row < rows) layer.pre_activation[row * n + j] = z;
+    return;
+  }
+  const float a = activation_math::value<Kind>(z, act);
+  out_tile[r * kStride + j] = a;
+  if (row < rows) {
+    layer.pre_activation[row * n + j] = z;
+    layer.activation[row * n + j] = a;
+  }
+}
+
+template <ActivationKind Kind>
+__global__ void __launch_bounds__(kThreads)
+    fused_mlp_forward(const FusedMlp mlp, const float* __restrict__ x, std::size_t rows,
+                      const Activation act) {
+  extern __shared__ float4 shared4[];
+  float* const shared = reinterpret_cast<float*>(shared4);
+  const unsigned tid = threadIdx.x;
+  // Every layer's W^T and bias.
+  unsigned offset = 0;
+  for (unsigned l = 0; l < mlp.layers; ++l) {
+    const unsigned k_count = mlp.widths[l], n = mlp.widths[l + 1];
+    const float* w = mlp.layer[l].weight;
+    for (unsigned i = tid; i < k_count * n; i += kThreads) {
+      const unsigned k = i / n, j = i % n;
+      shared[offset + i] = w[j * k_count + k];  // W^T[k][j] = W[j][k]
+    }
+    offset += round4(k_count * n);
+    for (unsigned j = tid; j < n; j += kThreads) shared[offset + j] = mlp.layer[l].bias[j];
+    offset += round4(n);
+  }
+  float* in_tile = shared + offset;
+  float* out_tile = in_tile + kRows * kStride;
+  // The x tile (rows past the end read as 0 and are never stored).
+  const std::size_t row0 = std::size_t{blockIdx.x} * kRows;
+  const unsigned in0 = mlp.widths[0];
+  for (unsigned i = tid; i < kRows * in0; i += kThreads) {
+    const unsigned r = i / in0, k = i % in0;
+    in_tile[r * kStride + k] = row0 + r < rows ? x[(row0 + r) * in0 + k] : 0.0f;
+  }
+  __syncthreads();
+
+  offset = 0;
+  for (unsigned l = 0; l < mlp.layers; ++l) {
+    const unsigned k_count = mlp.widths[l], n = mlp.widths[l + 1];
+    const float* wt = shared + offset;
+    const float* bias = wt + round4(k_count * n);
+    offset += round4(k_count * n) + round4(n);
+    const bool last = l + 1 == mlp.layers;
+    const FusedMlpLayer& layer = mlp.layer[l];
+    if (n % 4 == 0) {
+      const unsigned quads = n / 4;
+      const unsigned groups = kThreads / quads;  // row groups
+      const unsigned q = tid % quads, g = tid / quads;
+      if (g < groups) {
+        for (unsigned r0 = g; r0 < kRows; r0 += groups * kRowsPerPass) {
+          float acc[kRowsPerPass][4] = {};
+          for (unsigned k = 0; k < k_count; ++k) {
+            const float4 w = *reinterpret_cast<const float4*>(wt + k * n + 4 * q);
+#pragma unroll
+            for (unsigned m = 0; m < kRowsPerPass; ++m) {
+              const unsigned r = r0 + m * groups;
+              const float a = r < kRows ? in_tile[r * kStride + k] : 0.0f;
+              acc[m][0] = fmaf(a, w.x, acc[m][0]);
+              acc[m][1] = fmaf(a, w.y, acc[m][1]);
+              acc[m][2] = fmaf(a, w.z, acc[m][2]);
+              acc[m][3] = fmaf(a, w.w, acc[m][3]);
+            }
+          }
+#pragma unroll
+          for (unsigned m = 0; m < kRowsPerPass; ++m) {
+            const unsigned r = r0 + m * groups;
+            if (r >= kRows) break;
+            float4 z, a;
+            z.x = acc[m][0] + bias[4 * q];
+            z.y = acc[m][1] + bias[4 * q + 1];
+            z.z = acc[m][2] + bias[4 * q + 2];
+            z.w = acc[m][3] + bias[4 * q + 3];
+            const std::size_t row = row0 + r;
+            if (row < rows)
+              *reinterpret_cast<float4*>(layer.pre_activation + row * n + 4 * q) = z;
+            if (last) continue;
+            a.x = activation_math::value<Kind>(z.x, act);
+            a.y = activation_math::value<Kind>(z.y, act);
+            a.z = activation_math::value<Kind>(z.z, act);
+            a.w = activation_math::value<Kind>(z.w, act);
+            float* tile_row = out_tile + r * kStride + 4 * q;
+            tile_row[0] = a.x;
+            tile_row[1] = a.y;
+            tile_row[2] = a.z;
+            tile_row[3] = a.w;
+            if (row < rows) *reinterpret_cast<float4*>(layer.activation + row * n + 4 * q) = a;
+          }
+        }
+      }
+    } else {
+      const unsigned groups = kThreads / n;
+      const unsigned j = tid % n, g = tid / n;
+      if (g < groups) {
+        for (unsigned r = g; r < kRows; r += groups) {
+          float acc = 0.0f;
+          for (unsigned k = 0; k < k_count; ++k)
+            acc = fmaf(in_tile[r * kStride + k], wt[k * n + j], acc);
+          finish_output<Kind>(layer, last, out_tile, row0, rows, r, j, n, acc + bias[j], act);
+        }
+      }
+    }
+    __syncthreads();
+    float* const t = in_tile;
+    in_tile = out_tile;
+    out_tile = t;
+  }
+}
+
+[[noreturn]] void invalid(const std::string& what) {
+  throw Error("launch_fused_mlp_forward", "invalid argument", what, __FILE__, __LINE__);
+}
+
+bool misaligned(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 != 0; }
+
+}  // namespace
+
+bool fused_mlp_forward_supports(std::span<const std::size_t> widths) noexcept {
+  if (widths.size() < 2 || widths.size() > kFusedMlpMaxLayers + 1) return false;
+  for (const std::size_t w : widths)
+    if (w == 0 || w > kFusedMlpMaxWidth) return false;
+  return true;
+}
+
+void launch_fused_mlp_forward(const FusedMlp& mlp, const float* x, std::size_t rows,
+                              const Activation& hidden, cudaStream_t stream) {
+  const NvtxRange range("nn/fused_mlp_forward");
+  if (mlp.layers < 1 || mlp.layers > kFusedMlpMaxLayers)
+    invalid("layers = " + std::to_string(mlp.layers) + ", allowed [1, " +
+            std::to_string(kFusedMlpMaxLayers) + "]");
+  for (unsigned l = 0; l <= mlp.layers; ++l)
+    if (mlp.widths[l] < 1 || mlp.widths[l] > kFusedMlpMaxWidth)
+      invalid("widths[" + std::to_string(l) + "] = " + std::to_string(mlp.widths[l]) +
+              ", allowed [1, " + std::to_string(kFusedMlpMaxWidth) + "]");
+  if (x == nullptr) invalid("x is null");
+  for (unsigned l = 0; l < mlp.layers; ++l) {
+    const FusedMlpLayer& layer = mlp.layer[l];
+    const bool hidden_layer = l + 1 < mlp.layers;
+    const std::string name = "layer[" + std::to_string(l) + "]";
+    if (layer.weight == nullptr || layer.bias == nullptr || layer.pre_activation == nullptr ||
+        (hidden_layer && layer.activation == nullptr))
+      invalid(name + ": a weight, bias, pre_activation or (hidden layer) activation is null");
+    if (mlp.widths[l + 1] % 4 == 0 &&
+        (misaligned(layer.pre_activation) || (hidden_layer && misaligned(layer.activation))))
+      invalid(name + ": outputs of a width that is a multiple of 4 must be 16-byte aligned");
+  }
+  if (rows == 0) return;
+  const std::size_t blocks = (rows + kRows - 1) / kRows;
+  if (blocks > 0x7fffffffu) invalid("rows = " + std::to_string(rows) + " is too many");
+  const std::size_t shared_bytes = (weight_floats(mlp) + 2 * kRows * kStride) * sizeof(float);
+  activation_math::dispatch(hidden, "launch_fused_mlp_forward", [&](auto kind) {
+    const auto kernel = fused_mlp_forward<decltype(kind)::value>;
+    // Host-side attribute (no stream work): needed above the default 48 KiB.
+    RESIDENT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             static_cast<int>(shared_bytes)));
+    kernel<<<static_cast<unsigned>(blocks), kThreads, shared_bytes, stream>>>(mlp, x, rows,
+                                                                             hidden);
+    RESIDENT_CHECK_LAUNCH("fused_mlp_forward");
+  });
+}
+
+}  // namespace resident::kernels

@@ -1,0 +1,47 @@
+// Fused forward of a narrow MLP (kernels/nn/mlp_forward_fused.cu): every layer of a row tile in
+// one launch, instead of a GEMM, a bias-activation and a bias kernel per layer. Used by nn::Mlp
+// when every width is <= kFusedMlpMaxWidth (the PPO actor/critic 4-64-64-A: 6 launches become 1).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <span>
+
+#include "kernels/nn/activation.h"
+
+namespace resident::kernels {
+
+inline constexpr std::size_t kFusedMlpMaxWidth = 64;
+inline constexpr std::size_t kFusedMlpMaxLayers = 4;
+
+struct FusedMlpLayer {
+  const float* weight = nullptr;     // W [out, in] row-major
+  const float* bias = nullptr;       // b [out]
+  float* pre_activation = nullptr;   // z [rows, out], overwritten
+  float* activation = nullptr;       // a = f(z) [rows, out], overwritten; hidden layers only
+};
+
+struct FusedMlp {
+  unsigned layers = 0;                                  // in [1, kFusedMlpMaxLayers]
+  unsigned widths[kFusedMlpMaxLayers + 1] = {};         // {in, hidden..., out}, each in [1, 64]
+  FusedMlpLayer layer[kFusedMlpMaxLayers] = {};
+};
+
+// Whether launch_fused_mlp_forward takes an MLP of these widths ({in, ..., out}).
+bool fused_mlp_forward_supports(std::span<const std::size_t> widths) noexcept;
+
+// For each layer l in order: z_l[r, j] = (sum over k = 0..in-1, in order, of fmaf(in[r, k],
+// W_l[j, k])) + b_l[j], where in = x for l = 0 and a_{l-1} otherwise; hidden layers also write
+// a_l = f(z_l) with f = `hidden` (the last layer has no activation and no `activation` output).
+// x [rows, widths[0]]. A block holds a tile of 64 rows, every layer's weights (transposed) and
+// the tile's activations in shared memory; z and a are each written once, the weights read once
+// per tile. Deterministic (fixed order per output; no atomics); the order differs from cuBLAS's,
+// so results match the unfused path to rounding, not bit for bit. Outputs must not alias x, the
+// weights or one another; z/a of a layer whose width is a multiple of 4 must be 16-byte aligned
+// (they are written as float4). Throws resident::Error naming the field for bad widths, layer
+// counts, null pointers or misalignment. No allocation; graph-capturable.
+void launch_fused_mlp_forward(const FusedMlp& mlp, const float* x, std::size_t rows,
+                              const Activation& hidden, cudaStream_t stream);
+
+}  // namespace resident::kernels
