@@ -6,6 +6,7 @@
 // Both orders are the same per output (k ascending, fmaf), so the two paths agree bit for bit.
 #include "kernels/nn/mlp_forward_fused.h"
 
+#include <cstdint>
 #include <string>
 
 #include "kernels/nn/activation_math.cuh"

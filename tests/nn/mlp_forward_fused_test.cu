@@ -13,7 +13,9 @@
 
 #include <cstdio>
 #include <random>
+#include <iterator>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "kernels/nn/mlp_forward_fused.h"
