@@ -22,4 +22,11 @@ std::size_t global_norm_partial_count(std::size_t n);
 void launch_global_norm(float* norm, float* clip_scale, double* partials, const float* grads,
                         std::size_t n, float max_norm, cudaStream_t stream);
 
+// The first pass alone: partials [global_norm_partial_count(n)] (overwritten) = the fixed-order
+// fp64 block sums of grads[i]^2 that launch_global_norm reduces next. One kernel; for a consumer
+// that finishes the norm itself (launch_clip_adamw, kernels/nn/adamw.h). Same alignment rule,
+// determinism and capturability as launch_global_norm.
+void launch_global_norm_partials(double* partials, const float* grads, std::size_t n,
+                                 cudaStream_t stream);
+
 }  // namespace resident::kernels

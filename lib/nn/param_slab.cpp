@@ -4,7 +4,6 @@
 #include <string>
 #include <utility>
 
-#include "kernels/nn/adamw.h"
 #include "kernels/nn/global_norm.h"
 #include "lib/core/error.h"
 #include "lib/core/nvtx_range.h"
@@ -24,34 +23,48 @@ const char* part_name(SlabPart part) {
   return "?";
 }
 
-void require_config(bool condition, const std::string& detail, int line) {
-  if (!condition)
-    throw Error("ParamSlab::adamw_step", "invalid AdamW config", detail, __FILE__, line);
+void require_config(bool condition, const char* call, const std::string& detail, int line) {
+  if (!condition) throw Error(call, "invalid AdamW config", detail, __FILE__, line);
 }
 
-kernels::AdamWConstants adamw_constants(const AdamWConfig& c) {
-  require_config(std::isfinite(c.lr) && c.lr >= 0.0,
+// Validates `c` (errors name `call`, the field, its value and the allowed range) and forms the
+// kernel's constants.
+kernels::AdamWConstants adamw_constants(const AdamWConfig& c, const char* call) {
+  require_config(std::isfinite(c.lr) && c.lr >= 0.0, call,
                  "lr = " + std::to_string(c.lr) + ", must be finite and >= 0", __LINE__);
-  require_config(c.beta1 >= 0.0 && c.beta1 < 1.0,
+  require_config(c.beta1 >= 0.0 && c.beta1 < 1.0, call,
                  "beta1 = " + std::to_string(c.beta1) + ", must be in [0, 1)", __LINE__);
-  require_config(c.beta2 >= 0.0 && c.beta2 < 1.0,
+  require_config(c.beta2 >= 0.0 && c.beta2 < 1.0, call,
                  "beta2 = " + std::to_string(c.beta2) + ", must be in [0, 1)", __LINE__);
   // eps > 0 also keeps the zero padding at zero (0 / (0 + eps)).
-  require_config(std::isfinite(c.eps) && c.eps > 0.0,
+  require_config(std::isfinite(c.eps) && c.eps > 0.0, call,
                  "eps = " + std::to_string(c.eps) + ", must be finite and > 0", __LINE__);
-  require_config(std::isfinite(c.weight_decay) && c.weight_decay >= 0.0,
+  require_config(std::isfinite(c.weight_decay) && c.weight_decay >= 0.0, call,
                  "weight_decay = " + std::to_string(c.weight_decay) + ", must be finite and >= 0",
                  __LINE__);
+  require_config(c.schedule == LrSchedule::Constant || c.schedule == LrSchedule::LinearToZero,
+                 call,
+                 "schedule = " + std::to_string(static_cast<std::uint32_t>(c.schedule)) +
+                     ", must be Constant (0) or LinearToZero (1)",
+                 __LINE__);
+  require_config(c.steps_per_group >= 1, call,
+                 "steps_per_group = " + std::to_string(c.steps_per_group) + ", must be >= 1",
+                 __LINE__);
+  require_config(c.total_groups >= 1, call,
+                 "total_groups = " + std::to_string(c.total_groups) + ", must be >= 1", __LINE__);
   kernels::AdamWConstants k;
-  k.lr = static_cast<float>(c.lr);
   k.beta1 = static_cast<float>(c.beta1);
   k.one_minus_beta1 = static_cast<float>(1.0 - c.beta1);
   k.beta2 = static_cast<float>(c.beta2);
   k.one_minus_beta2 = static_cast<float>(1.0 - c.beta2);
   k.eps = static_cast<float>(c.eps);
-  k.decay_factor = static_cast<float>(1.0 - c.lr * c.weight_decay);
+  k.lr = c.lr;
+  k.weight_decay = c.weight_decay;
   k.beta1_exact = c.beta1;
   k.beta2_exact = c.beta2;
+  k.schedule = c.schedule;
+  k.steps_per_group = c.steps_per_group;
+  k.total_groups = c.total_groups;
   return k;
 }
 
@@ -67,6 +80,13 @@ void copy_to_device(void* device, const void* host, std::size_t bytes, cudaStrea
 }
 
 }  // namespace
+
+double scheduled_lr(const AdamWConfig& config, std::uint64_t t) {
+  if (t == 0)
+    throw Error("nn::scheduled_lr", "invalid argument", "t = 0, the first step is t = 1",
+                __FILE__, __LINE__);
+  return kernels::adamw_lr_at(adamw_constants(config, "nn::scheduled_lr"), t);
+}
 
 // ----- setup
 
@@ -93,9 +113,11 @@ void ParamSlab::finalize() {
   scalars_ = DeviceBuffer<float>(2);
   step_ = DeviceBuffer<std::uint64_t>(1);
   norm_partials_ = DeviceBuffer<double>(kernels::global_norm_partial_count(total));
+  done_counter_ = DeviceBuffer<unsigned int>(1);
   for (DeviceBuffer<float>* slab : {&params_, &grads_, &m_, &v_})
     RESIDENT_CUDA_CHECK(cudaMemset(slab->data(), 0, slab->bytes()));
   RESIDENT_CUDA_CHECK(cudaMemset(step_.data(), 0, step_.bytes()));
+  RESIDENT_CUDA_CHECK(cudaMemset(done_counter_.data(), 0, done_counter_.bytes()));
   const std::vector<float> norm_and_scale = {0.0f, 1.0f};
   scalars_.upload(norm_and_scale);
   mask_.upload(layout_.decay_mask());
@@ -166,9 +188,24 @@ void ParamSlab::global_grad_norm_and_clip(float max_norm, cudaStream_t stream) {
 
 void ParamSlab::adamw_step(const AdamWConfig& config, cudaStream_t stream) {
   require_finalized("adamw_step");
-  const kernels::AdamWConstants constants = adamw_constants(config);
+  const kernels::AdamWConstants constants = adamw_constants(config, "ParamSlab::adamw_step");
   kernels::launch_adamw(params_.data(), m_.data(), v_.data(), step_.data(), scalars_.data() + 1,
-                        grads_.data(), mask_.data(), params_.size(), constants, stream);
+                        done_counter_.data(), grads_.data(), mask_.data(), params_.size(),
+                        constants, stream);
+}
+
+void ParamSlab::clip_and_adamw_step(float max_norm, const AdamWConfig& config,
+                                    cudaStream_t stream) {
+  require_finalized("clip_and_adamw_step");
+  if (!(max_norm > 0.0f))
+    throw Error("ParamSlab::clip_and_adamw_step", "invalid argument",
+                "max_norm = " + std::to_string(max_norm) + ", must be > 0", __FILE__, __LINE__);
+  const kernels::AdamWConstants constants =
+      adamw_constants(config, "ParamSlab::clip_and_adamw_step");
+  kernels::launch_clip_adamw(params_.data(), m_.data(), v_.data(), step_.data(), scalars_.data(),
+                             scalars_.data() + 1, norm_partials_.data(), done_counter_.data(),
+                             grads_.data(), mask_.data(), params_.size(), max_norm, constants,
+                             stream);
 }
 
 // ----- checkpoint phase

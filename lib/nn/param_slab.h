@@ -1,9 +1,9 @@
 // ParamSlab: the parameters, gradients and AdamW state (m, v) of one model, each one contiguous
 // device buffer laid out by SlabLayout (every tensor 256-byte aligned, padding kept at zero),
 // plus the per-element weight-decay mask (uint8), three device scalars (the AdamW step counter,
-// the last global gradient norm, the pending clip scale) and the norm's fp64 scratch, all
-// allocated once in finalize(). Layers get views by name. Zeroing grads, global-norm clipping,
-// AdamW and checkpointing are each one call over the whole slab.
+// the last global gradient norm, the pending clip scale), the norm's fp64 scratch and AdamW's
+// ticket counter, all allocated once in finalize(). Layers get views by name. Zeroing grads,
+// global-norm clipping with AdamW, and checkpointing are each one call over the whole slab.
 //
 //   ParamSlab slab;
 //   slab.add("fc1.weight", {256, 64}, /*decay=*/true);
@@ -12,15 +12,18 @@
 //   float* w = slab.param("fc1.weight");  float* dw = slab.grad("fc1.weight");
 //   ... per step, all on one stream, graph-capturable:
 //   slab.zero_grads(s);  <backward accumulates into the grad views>
-//   slab.global_grad_norm_and_clip(1.0f, s);  slab.adamw_step(config, s);
+//   slab.clip_and_adamw_step(1.0f, config, s);        // norm, clip and AdamW: two kernels
 //
-// Hot-path calls (zero_grads, global_grad_norm_and_clip, adamw_step) only enqueue work on the
-// given stream: no allocation, no copies, no host synchronization; their host-side checks of
-// the arguments throw before anything is enqueued. Clipping does not rewrite the grads: it
-// leaves its scale on the device and the next adamw_step multiplies every gradient by it, then
-// resets it to 1 (an adamw_step with no clip before it is unscaled). The step counter lives on
-// the device, so graph replays advance it and bias correction follows it. Values the host
-// passes (max_norm, the AdamW config) are baked into a captured graph.
+// Hot-path calls (zero_grads, clip_and_adamw_step, global_grad_norm_and_clip, adamw_step) only
+// enqueue work on the given stream: no allocation, no copies, no host synchronization; their
+// host-side checks of the arguments throw before anything is enqueued. Clipping does not rewrite
+// the grads: clip_and_adamw_step applies the scale inside the update; the separate
+// global_grad_norm_and_clip leaves its scale on the device and the next adamw_step multiplies
+// every gradient by it (the pair gives the same bits as clip_and_adamw_step, in one more
+// kernel). Every AdamW step resets the scale to 1 (an adamw_step with no clip before it is
+// unscaled). The step counter lives on the device, so graph replays advance it and the bias
+// correction and the learning-rate schedule follow it. Values the host passes (max_norm, the
+// AdamW config) are baked into a captured graph.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -33,19 +36,36 @@
 #include <string_view>
 #include <vector>
 
+#include "kernels/nn/adamw.h"
 #include "lib/core/device_buffer.h"
 #include "lib/nn/slab_layout.h"
 
 namespace resident::nn {
 
-// torch.optim.AdamW's hyperparameters; the update is tests/reference adamw_step's.
+// The learning-rate schedules (kernels/nn/adamw.h): with t the 1-based step being taken,
+//   Constant:      lr_t = lr
+//   LinearToZero:  lr_t = lr * max(0, 1 - floor((t - 1) / steps_per_group) / total_groups)
+using LrSchedule = kernels::LrSchedule;
+
+// torch.optim.AdamW's hyperparameters; the update is tests/reference adamw_step's at lr_t, and
+// the weight decay uses lr_t too (p *= 1 - lr_t * weight_decay, as PyTorch's schedulers do).
+// The schedule is evaluated on the device from the slab's step counter, so a captured graph
+// follows it without re-capture.
 struct AdamWConfig {
   double lr = 1e-3;           // finite, >= 0
   double beta1 = 0.9;         // in [0, 1)
   double beta2 = 0.999;       // in [0, 1)
   double eps = 1e-8;          // finite, > 0
   double weight_decay = 0.0;  // finite, >= 0; decoupled, only on tensors added with decay
+  LrSchedule schedule = LrSchedule::Constant;  // Constant or LinearToZero
+  std::uint64_t steps_per_group = 1;  // >= 1; LinearToZero: steps that share one lr
+  std::uint64_t total_groups = 1;     // >= 1; LinearToZero: groups until lr_t reaches 0
 };
+
+// lr_t of the 1-based step t >= 1 under config's schedule (the host mirror of the device's
+// evaluation: the same fp64 bits, which the kernel rounds once to fp32). Throws
+// resident::Error naming the field, its value and the allowed range on an invalid config.
+double scheduled_lr(const AdamWConfig& config, std::uint64_t t);
 
 // The four float slabs, for the setup/test copies.
 enum class SlabPart { Params, Grads, AdamM, AdamV };
@@ -61,9 +81,9 @@ class ParamSlab {
   // ----- setup
   // Declares a tensor (SlabLayout::add's rules); only before finalize().
   const SlabTensor& add(std::string name, std::vector<std::size_t> shape, bool decay);
-  // Allocates the slabs, zeroes params, grads, m, v, the step and the norm, sets the clip scale
-  // to 1, uploads the decay mask, and synchronizes the device (setup phase). Once; throws on an
-  // empty slab or an allocation failure.
+  // Allocates the slabs, zeroes params, grads, m, v, the step, the norm and the ticket counter,
+  // sets the clip scale to 1, uploads the decay mask, and synchronizes the device (setup phase).
+  // Once; throws on an empty slab or an allocation failure.
   void finalize();
   bool finalized() const noexcept { return finalized_; }
 
@@ -102,9 +122,15 @@ class ParamSlab {
   // without ever clipping. Deterministic.
   void global_grad_norm_and_clip(float max_norm, cudaStream_t stream);
   // One fused AdamW update of every element with the grads times the clip scale, bias
-  // correction from the device step; then step += 1 and clip_scale = 1. Throws on an invalid
-  // config.
+  // correction and lr_t from the device step; then step += 1 and clip_scale = 1. One kernel.
+  // Throws on an invalid config.
   void adamw_step(const AdamWConfig& config, cudaStream_t stream);
+  // global_grad_norm_and_clip(max_norm) and adamw_step(config) in two kernels (the grads' fp64
+  // partial sums of squares, then the update, each of whose blocks finishes the norm itself):
+  // grad_norm, params, m, v and the step are bit for bit those of the two calls; clip_scale is 1
+  // afterwards (a scale pending from an earlier global_grad_norm_and_clip is not applied).
+  // Throws on max_norm <= 0 or an invalid config before enqueuing anything.
+  void clip_and_adamw_step(float max_norm, const AdamWConfig& config, cudaStream_t stream);
 
   // ----- checkpoint phase (blocking: ordered after the work on `stream`, then synchronized)
   // Writes params, m, v, the step and the layout to `path` atomically (slab_checkpoint.h).
@@ -136,6 +162,7 @@ class ParamSlab {
   DeviceBuffer<float> scalars_;                 // [2]: grad norm, clip scale
   DeviceBuffer<std::uint64_t> step_;            // [1]
   DeviceBuffer<double> norm_partials_;          // [global_norm_partial_count(total)]
+  DeviceBuffer<unsigned int> done_counter_;     // [1]: AdamW's last-block ticket, 0 between steps
 };
 
 }  // namespace resident::nn

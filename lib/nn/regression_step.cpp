@@ -62,8 +62,7 @@ void RegressionStep::run(const StreamContext& context) {
   }
   mlp_.backward(context, x_, dy_.data(), nullptr, batch_,
                 overwrite_grads_ ? GradMode::Overwrite : GradMode::Accumulate);
-  slab_.global_grad_norm_and_clip(config_.max_grad_norm, stream);
-  slab_.adamw_step(config_.adamw, stream);
+  slab_.clip_and_adamw_step(config_.max_grad_norm, config_.adamw, stream);
 }
 
 void RegressionStep::capture(const StreamContext& context) {

@@ -1,6 +1,6 @@
 // RegressionStep: one supervised train step of an Mlp on an MSE loss, everything on the device:
 //   zero grads -> forward -> MSE loss (device scalar) -> dLoss/dy -> backward -> global-norm
-//   clip -> fused AdamW.
+//   clip and fused AdamW (ParamSlab::clip_and_adamw_step: two kernels).
 // Opt-in shortcuts: fused_mse_loss computes the loss and dLoss/dy in one launch
 // (kernels/nn/mse_loss_fused.h; same loss bits, same gradient formula); with the Mlp's CublasLt
 // backend and a slab that holds the Mlp's tensors alone, the backward overwrites the grads

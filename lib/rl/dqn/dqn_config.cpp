@@ -84,6 +84,12 @@ void validate(const DqnConfig& c) {
   p.check(finite(c.adamw.eps) && c.adamw.eps > 0.0, "adamw.eps", c.adamw.eps, "finite, > 0");
   p.check(finite(c.adamw.weight_decay) && c.adamw.weight_decay >= 0.0, "adamw.weight_decay",
           c.adamw.weight_decay, "finite, >= 0");
+  p.check(c.adamw.schedule == nn::LrSchedule::Constant ||
+              c.adamw.schedule == nn::LrSchedule::LinearToZero,
+          "adamw.schedule", static_cast<std::uint32_t>(c.adamw.schedule),
+          "Constant (0) or LinearToZero (1)");
+  p.check(c.adamw.steps_per_group >= 1, "adamw.steps_per_group", c.adamw.steps_per_group, ">= 1");
+  p.check(c.adamw.total_groups >= 1, "adamw.total_groups", c.adamw.total_groups, ">= 1");
   p.check(c.max_grad_norm > 0.0, "max_grad_norm", c.max_grad_norm, "> 0 (inf: no clipping)");
   p.check(finite(c.huber_delta) && c.huber_delta > 0.0, "huber_delta", c.huber_delta,
           "finite, > 0");
@@ -114,6 +120,10 @@ std::uint64_t config_hash(const DqnConfig& c) {
   h.add(c.beta_annealing_steps).add(c.priority_epsilon).add(c.learning_starts);
   h.add(c.epsilon.start).add(c.epsilon.end).add(c.epsilon.decay_env_steps);
   h.add(c.adamw.lr).add(c.adamw.beta1).add(c.adamw.beta2).add(c.adamw.eps).add(c.adamw.weight_decay);
+  if (c.adamw.schedule != nn::LrSchedule::Constant)  // constant-lr configs keep their old hashes
+    h.add(static_cast<std::uint32_t>(c.adamw.schedule))
+        .add(c.adamw.steps_per_group)
+        .add(c.adamw.total_groups);
   h.add(c.max_grad_norm).add(c.huber_delta).add(c.tau).add(c.target_update_period);
   h.add(c.steps_per_epoch).add(c.return_window).add(c.allow_tf32);
   h.add(static_cast<int>(c.pipeline)).add(c.seed);

@@ -232,8 +232,7 @@ void DqnTrainer::train_on_batch(const SampleView& batch) {
                                       nn::GradMode::Overwrite, s);
   kd::launch_action_value_grad(d_q_.data(), d_q_taken_.data(), batch.actions, b_, a_, s);
   online_->backward(context_, batch.states, d_q_.data(), b_);
-  online_slab_.global_grad_norm_and_clip(static_cast<float>(config_.max_grad_norm), s);
-  online_slab_.adamw_step(config_.adamw, s);
+  online_slab_.clip_and_adamw_step(static_cast<float>(config_.max_grad_norm), config_.adamw, s);
   kd::launch_target_update(target_slab_.params(), online_slab_.params(),
                            online_slab_.total_elements(), static_cast<float>(config_.tau),
                            config_.target_update_period, online_slab_.step_counter(), s);

@@ -82,6 +82,21 @@ void validate(const PpoConfig& c) {
           static_cast<int>(c.mode), "Resident (0) or HostStaged (1)", __LINE__);
 }
 
+nn::AdamWConfig adamw_config(const PpoConfig& c) {
+  nn::AdamWConfig a;
+  a.lr = c.learning_rate;
+  a.beta1 = c.adam_beta1;
+  a.beta2 = c.adam_beta2;
+  a.eps = c.adam_eps;
+  a.weight_decay = c.weight_decay;
+  if (c.anneal_lr) {
+    a.schedule = nn::LrSchedule::LinearToZero;
+    a.steps_per_group = c.epochs * c.minibatches;
+    a.total_groups = c.total_updates;
+  }
+  return a;
+}
+
 std::uint64_t config_hash(const PpoConfig& c) {
   Fnv1a h;
   h.add(std::uint32_t{1});  // hash layout version

@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "lib/nn/param_slab.h"
+
 namespace resident::ppo {
 
 // Resident: everything on the device, three scalars back per update. HostStaged: the classic
@@ -22,7 +24,7 @@ struct PpoConfig {
   std::size_t minibatches = 4;        // M >= 1, divides N * T
   std::vector<std::size_t> hidden = {64, 64};  // tanh layers of actor and critic, each >= 1
   double learning_rate = 2.5e-4;      // finite, > 0
-  bool anneal_lr = true;              // linearly to 0 over total_updates
+  bool anneal_lr = true;              // linearly to 0 over total_updates (adamw_config())
   std::size_t total_updates = 1000;   // >= 1 (the annealing horizon)
   double gamma = 0.99;                // [0, 1]
   double gae_lambda = 0.95;           // [0, 1]
@@ -47,6 +49,12 @@ void validate(const PpoConfig& config);
 // FNV-1a over every field that changes the trained result (use_graphs excluded): a checkpoint
 // records it and refuses to load into a trainer of another configuration.
 std::uint64_t config_hash(const PpoConfig& config);
+
+// The AdamW configuration of a valid config. With anneal_lr, CleanRL's annealing on the slab's
+// device schedule: update u (0-based) takes its K * M minibatch steps at
+// learning_rate * (1 - u / total_updates), i.e. LinearToZero with steps_per_group = K * M and
+// total_groups = total_updates; otherwise a constant learning_rate.
+nn::AdamWConfig adamw_config(const PpoConfig& config);
 
 // N * T and N * T / M of a valid config.
 inline std::size_t rollout_samples(const PpoConfig& c) { return c.env_count * c.rollout_steps; }

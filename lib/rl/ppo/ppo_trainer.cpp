@@ -7,7 +7,6 @@
 #include "kernels/nn/categorical.h"
 #include "kernels/rl/ppo/gae.h"
 #include "kernels/rl/ppo/gather_minibatch.h"
-#include "kernels/rl/ppo/lr_anneal.h"
 #include "kernels/rl/ppo/normalize_advantages.h"
 #include "kernels/rl/ppo/permutation.h"
 #include "kernels/rl/ppo/sample_actions.h"
@@ -89,8 +88,7 @@ PpoTrainer::PpoTrainer(const PpoConfig& config, VectorEnv& env)
                    orthogonal_matrix(w[l + 1], w[l], gain, init_rng), stream());
     }
   }
-  adamw_ = {config_.learning_rate, config_.adam_beta1, config_.adam_beta2, config_.adam_eps,
-            config_.weight_decay};
+  adamw_ = adamw_config(config_);
   sample_seed_ = mix_seed(config_.seed, kSampleStream);
   permutation_seed_ = mix_seed(config_.seed, kPermutationStream);
 
@@ -127,7 +125,6 @@ PpoTrainer::PpoTrainer(const PpoConfig& config, VectorEnv& env)
   metric_sums_ = DeviceBuffer<float>(kp::kPpoMetrics);
   update_metrics_ = DeviceBuffer<float>(kp::kPpoMetrics);
   loss_partials_ = DeviceBuffer<float>(kp::ppo_loss_blocks(batch_) * kp::kPpoMetrics);
-  params_before_ = DeviceBuffer<float>(slab_.total_elements());
   summary_ = DeviceBuffer<kp::EpisodeSummary>(1);
   probabilities_ = DeviceBuffer<float>(envs_ * actions_count_);
 
@@ -242,15 +239,7 @@ void PpoTrainer::train_minibatch() {
                                        actions_count_, nn::GradMode::Overwrite, s);
   actor_->backward(context_, mb_observations_.data(), d_logits_.data(), nullptr, batch_);
   critic_->backward(context_, mb_observations_.data(), d_value_.data(), nullptr, batch_);
-  slab_.global_grad_norm_and_clip(static_cast<float>(config_.max_grad_norm), s);
-  if (config_.anneal_lr)
-    RESIDENT_CUDA_CHECK(cudaMemcpyAsync(params_before_.data(), slab_.params(),
-                                        params_before_.bytes(), cudaMemcpyDeviceToDevice, s));
-  slab_.adamw_step(adamw_, s);
-  if (config_.anneal_lr)
-    kp::launch_lr_anneal(slab_.params(), params_before_.data(), slab_.total_elements(),
-                         counters_.data() + 2, config_.epochs * config_.minibatches,
-                         config_.total_updates, s);
+  slab_.clip_and_adamw_step(static_cast<float>(config_.max_grad_norm), adamw_, s);
 }
 
 void PpoTrainer::finish_update() {

@@ -11,7 +11,8 @@
 //   K epochs: a device permutation (Philox keys, CUB radix sort), then M capturable minibatch
 //     updates: gather -> actor and critic forward -> categorical log-prob/entropy -> clipped
 //     loss, its gradients and metrics -> categorical backward -> both backwards -> global-norm
-//     clip -> AdamW -> learning-rate annealing (a device-side rescale of the step);
+//     clip and AdamW (two kernels), the lr annealed by the slab's device-side schedule
+//     (adamw_config(): one lr per update, from the AdamW step counter);
 //   summary: the update's mean losses and the episodic return on the device.
 // Then exactly three scalars come back through ScalarReadback: the mean policy loss, the mean
 // value loss, and (8 bytes) the episodic-return mean and episode count. With use_graphs the
@@ -145,7 +146,6 @@ class PpoTrainer {
   DeviceBuffer<std::int32_t> mb_actions_;
   DeviceBuffer<float> new_log_prob_, entropy_, d_log_prob_, d_entropy_, d_value_, d_logits_;
   DeviceBuffer<float> metrics_, metric_sums_, update_metrics_, loss_partials_;
-  DeviceBuffer<float> params_before_;
   DeviceBuffer<kernels::ppo::EpisodeSummary> summary_;
   DeviceBuffer<float> probabilities_;  // host-staged: [N, A]
   ScalarReadback<float> policy_readback_, value_readback_;

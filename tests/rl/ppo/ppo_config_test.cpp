@@ -1,6 +1,7 @@
-// PpoConfig validation (every bad value names the field, the value and the allowed range), the
-// config hash, and the checkpoint file format on the host: round trip, atomic replacement, and
-// clear errors for a foreign, truncated, corrupted, other-version or other-config file.
+// PpoConfig validation (every bad value names the field, the value and the allowed range), its
+// AdamW configuration (CleanRL's lr annealing as the slab's device schedule), the config hash,
+// and the checkpoint file format on the host: round trip, atomic replacement, and clear errors
+// for a foreign, truncated, corrupted, other-version or other-config file.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -35,6 +36,37 @@ void expect_rejected(const std::function<void(PpoConfig&)>& change, const std::s
 }
 
 TEST(PpoConfig, DefaultsAreValid) { EXPECT_NO_THROW(validate(PpoConfig{})); }
+
+// CleanRL's annealing (lr of update u = learning_rate * (1 - u / total_updates), one lr for the
+// update's K * M minibatch steps) as the slab's LinearToZero schedule; constant without anneal_lr.
+TEST(PpoConfig, AdamWConfigAnnealsOncePerUpdateLikeCleanRl) {
+  PpoConfig c;
+  c.epochs = 3;
+  c.minibatches = 4;
+  c.total_updates = 10;
+  c.learning_rate = 2.5e-4;
+  c.weight_decay = 0.01;
+  const nn::AdamWConfig a = adamw_config(c);
+  EXPECT_EQ(a.lr, c.learning_rate);
+  EXPECT_EQ(a.beta1, c.adam_beta1);
+  EXPECT_EQ(a.beta2, c.adam_beta2);
+  EXPECT_EQ(a.eps, c.adam_eps);
+  EXPECT_EQ(a.weight_decay, c.weight_decay);
+  EXPECT_EQ(a.schedule, nn::LrSchedule::LinearToZero);
+  EXPECT_EQ(a.steps_per_group, 12u);
+  EXPECT_EQ(a.total_groups, 10u);
+  const std::uint64_t per_update = c.epochs * c.minibatches;
+  for (std::uint64_t u = 0; u < 12; ++u)
+    for (std::uint64_t k = 0; k < per_update; ++k) {
+      const double frac = 1.0 - static_cast<double>(u) / static_cast<double>(c.total_updates);
+      const double want = u < c.total_updates ? c.learning_rate * frac : 0.0;
+      EXPECT_EQ(nn::scheduled_lr(a, u * per_update + k + 1), want) << "update " << u << ", step " << k;
+    }
+  c.anneal_lr = false;
+  const nn::AdamWConfig constant = adamw_config(c);
+  EXPECT_EQ(constant.schedule, nn::LrSchedule::Constant);
+  EXPECT_EQ(nn::scheduled_lr(constant, 1000), c.learning_rate);
+}
 
 TEST(PpoConfig, EveryBadValueNamesFieldValueAndRange) {
   const double nan = std::numeric_limits<double>::quiet_NaN();

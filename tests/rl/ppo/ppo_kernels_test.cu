@@ -3,8 +3,8 @@
 // softmax, with a negative control the same test rejects; stored log-probs; actions equal to the
 // CPU replica of the draw), GAE with terminations and truncations, advantage normalization, the
 // device permutation (exact), the clipped loss, its gradients and metrics (also through the
-// categorical backward to the logits), the transition store and minibatch gather (exact), and
-// the learning-rate annealing step.
+// categorical backward to the logits), and the transition store and minibatch gather (exact).
+// (The learning-rate annealing is the slab's AdamW schedule: tests/nn/adamw_test.cu.)
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -15,7 +15,6 @@
 #include "kernels/nn/categorical.h"
 #include "kernels/rl/ppo/gae.h"
 #include "kernels/rl/ppo/gather_minibatch.h"
-#include "kernels/rl/ppo/lr_anneal.h"
 #include "kernels/rl/ppo/normalize_advantages.h"
 #include "kernels/rl/ppo/permutation.h"
 #include "kernels/rl/ppo/ppo_loss.h"
@@ -313,7 +312,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, PpoLossKernel,
                          ::testing::Combine(::testing::Values(1, 255, 1024, 1025, 131072),
                                             ::testing::Bool()));
 
-// ----- store, gather, anneal
+// ----- store, gather
 
 TEST(PpoStoreAndGather, CopyExactly) {
   RESIDENT_REQUIRE_GPU();
@@ -380,29 +379,6 @@ TEST(PpoStoreAndGather, CopyExactly) {
     ASSERT_EQ(g_lp[i], s_lp[j]);
     for (std::size_t d = 0; d < dim; ++d) ASSERT_EQ(g_obs[i * dim + d], s_obs[j * dim + d]);
   }
-}
-
-TEST(PpoLrAnneal, RescalesTheLastStep) {
-  RESIDENT_REQUIRE_GPU();
-  const std::size_t n = 1000;
-  std::mt19937_64 rng(9);
-  const std::vector<float> before = random_floats(n, -1, 1, rng), after = random_floats(n, -1, 1, rng);
-  StreamContext ctx;
-  for (std::uint64_t counter : {1u, 16u, 17u, 80u, 1000u}) {
-    DeviceBuffer<float> p = test::to_device(after), b = test::to_device(before);
-    DeviceBuffer<std::uint64_t> c = test::to_device(std::vector<std::uint64_t>{counter});
-    kp::launch_lr_anneal(p.data(), b.data(), n, c.data(), 16, 5, ctx.stream());
-    ctx.synchronize();
-    const double f = kp::lr_anneal_factor(counter, 16, 5);
-    std::vector<double> want(n);
-    for (std::size_t i = 0; i < n; ++i) want[i] = before[i] + f * (after[i] - before[i]);
-    expect_close(p.download(), want, {1e-7, 1e-6}, "annealed, counter " + std::to_string(counter));
-    if (f == 1.0) EXPECT_TRUE(test::nn_support::bit_identical(p.download(), after));
-  }
-  EXPECT_EQ(kp::lr_anneal_factor(16, 16, 5), 1.0);
-  // The device applies the factor as a float.
-  EXPECT_EQ(kp::lr_anneal_factor(17, 16, 5), static_cast<double>(static_cast<float>(1.0 - 1.0 / 5.0)));
-  EXPECT_EQ(kp::lr_anneal_factor(1000, 16, 5), 0.0);
 }
 
 }  // namespace

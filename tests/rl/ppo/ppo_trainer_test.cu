@@ -3,7 +3,9 @@
 // GAE wiring against the CPU reference on its own rollout; the audit contract of a resident
 // update (0 bulk D2H, 0 H2D, 3 scalar D2H: the two losses and the episodic-return summary) and
 // the host-staged update's round trips; checkpoint resume bit-identical to an uninterrupted run,
-// and bad checkpoints refused with nothing changed; learning: CartPole's running mean return
+// and bad checkpoints refused with nothing changed; the learning-rate annealing on the device
+// (with total_updates = 1 the second update of a captured graph runs at lr 0: params unchanged bit
+// for bit while AdamW's moments move); learning: CartPole's running mean return
 // reaches 475 within 1M env steps for 3 seeds on CleanRL's classic setting (4 envs x 128 steps).
 #include <gtest/gtest.h>
 
@@ -128,6 +130,31 @@ TEST(PpoTrainerGraphs, CapturedRolloutStepAndMinibatchEqualEagerBitForBit) {
   const Snapshot se = snapshot(eager);
   expect_identical(se, snapshot(graphed), "per-piece graphs vs eager");
   expect_identical(se, snapshot(whole), "whole-update graph vs eager");
+}
+
+TEST(PpoTrainerAnnealing, TheLrReachesZeroAfterTotalUpdatesWithoutRecapture) {
+  RESIDENT_REQUIRE_GPU();
+  PpoConfig c = small_config();
+  c.total_updates = 1;  // update 0 at learning_rate, update 1 at 0
+  c.use_graphs = true;  // one graph, captured in update 0, replayed in update 1
+  ASSERT_EQ(c.weight_decay, 0.0) << "at lr 0 the params stay put only without weight decay";
+  CartPoleVectorEnv env(c.env_count);
+  PpoTrainer trainer(c, env);
+  const cudaStream_t s = trainer.stream();
+  const std::vector<float> p0 = trainer.slab().download(nn::SlabPart::Params, s);
+  trainer.train_update();
+  const std::vector<float> p1 = trainer.slab().download(nn::SlabPart::Params, s),
+                           m1 = trainer.slab().download(nn::SlabPart::AdamM, s);
+  trainer.train_update();
+  const std::vector<float> p2 = trainer.slab().download(nn::SlabPart::Params, s),
+                           m2 = trainer.slab().download(nn::SlabPart::AdamM, s);
+  EXPECT_FALSE(bit_identical(p0, p1)) << "update 0 runs at the base learning rate";
+  EXPECT_TRUE(bit_identical(p1, p2)) << "update 1 runs at lr 0";
+  EXPECT_FALSE(bit_identical(m1, m2)) << "AdamW's moments still advance at lr 0";
+  EXPECT_EQ(trainer.slab().read_step(s), 2 * c.epochs * c.minibatches);
+  std::printf("  total_updates 1: update 0 moved the params, update 1 (lr 0) left them bit for "
+              "bit; %zu AdamW steps\n",
+              2 * c.epochs * c.minibatches);
 }
 
 TEST(PpoTrainerRollout, GaeOfTheTrainersRolloutMatchesTheReference) {
