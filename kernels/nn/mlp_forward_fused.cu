@@ -7,6 +7,7 @@
 // Both orders are the same per output (k ascending, fmaf), so the two paths agree bit for bit.
 #include "kernels/nn/mlp_forward_fused.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -57,99 +58,115 @@ __global__ void __launch_bounds__(kThreads)
   extern __shared__ float4 shared4[];
   float* const shared = reinterpret_cast<float*>(shared4);
   const unsigned tid = threadIdx.x;
-  // Every layer's W^T and bias.
+  // Every layer's W^T and bias, loaded once per block: each thread issues a batch of independent
+  // read-only loads before its shared stores (one L2 round trip per batch, not per element).
   unsigned offset = 0;
   for (unsigned l = 0; l < mlp.layers; ++l) {
-    const unsigned k_count = mlp.widths[l], n = mlp.widths[l + 1];
-    const float* w = mlp.layer[l].weight;
-    for (unsigned i = tid; i < k_count * n; i += kThreads) {
-      const unsigned k = i / n, j = i % n;
-      shared[offset + i] = w[j * k_count + k];  // W^T[k][j] = W[j][k]
+    const unsigned k_count = mlp.widths[l], n = mlp.widths[l + 1], count = k_count * n;
+    const float* __restrict__ w = mlp.layer[l].weight;
+    constexpr unsigned kBatch = 8;
+    for (unsigned first = tid; first < count; first += kBatch * kThreads) {
+      float loaded[kBatch];
+#pragma unroll
+      for (unsigned b = 0; b < kBatch; ++b) {
+        const unsigned i = first + b * kThreads, k = i / n, j = i % n;
+        loaded[b] = i < count ? __ldg(w + j * k_count + k) : 0.0f;  // W^T[k][j] = W[j][k]
+      }
+#pragma unroll
+      for (unsigned b = 0; b < kBatch; ++b)
+        if (first + b * kThreads < count) shared[offset + first + b * kThreads] = loaded[b];
     }
-    offset += round4(k_count * n);
-    for (unsigned j = tid; j < n; j += kThreads) shared[offset + j] = mlp.layer[l].bias[j];
+    offset += round4(count);
+    for (unsigned j = tid; j < n; j += kThreads) shared[offset + j] = __ldg(mlp.layer[l].bias + j);
     offset += round4(n);
   }
-  float* in_tile = shared + offset;
-  float* out_tile = in_tile + kRows * kStride;
-  // The x tile (rows past the end read as 0 and are never stored).
-  const std::size_t row0 = std::size_t{blockIdx.x} * kRows;
+  float* const tile_a = shared + offset;
+  float* const tile_b = tile_a + kRows * kStride;
   const unsigned in0 = mlp.widths[0];
-  for (unsigned i = tid; i < kRows * in0; i += kThreads) {
-    const unsigned r = i / in0, k = i % in0;
-    in_tile[r * kStride + k] = row0 + r < rows ? x[(row0 + r) * in0 + k] : 0.0f;
-  }
-  __syncthreads();
-
-  offset = 0;
-  for (unsigned l = 0; l < mlp.layers; ++l) {
-    const unsigned k_count = mlp.widths[l], n = mlp.widths[l + 1];
-    const float* wt = shared + offset;
-    const float* bias = wt + round4(k_count * n);
-    offset += round4(k_count * n) + round4(n);
-    const bool last = l + 1 == mlp.layers;
-    const FusedMlpLayer& layer = mlp.layer[l];
-    if (n % 4 == 0) {
-      const unsigned quads = n / 4;
-      const unsigned groups = kThreads / quads;  // row groups
-      const unsigned q = tid % quads, g = tid / quads;
-      if (g < groups) {
-        for (unsigned r0 = g; r0 < kRows; r0 += groups * kRowsPerPass) {
-          float acc[kRowsPerPass][4] = {};
-          for (unsigned k = 0; k < k_count; ++k) {
-            const float4 w = *reinterpret_cast<const float4*>(wt + k * n + 4 * q);
-#pragma unroll
-            for (unsigned m = 0; m < kRowsPerPass; ++m) {
-              const unsigned r = r0 + m * groups;
-              const float a = r < kRows ? in_tile[r * kStride + k] : 0.0f;
-              acc[m][0] = fmaf(a, w.x, acc[m][0]);
-              acc[m][1] = fmaf(a, w.y, acc[m][1]);
-              acc[m][2] = fmaf(a, w.z, acc[m][2]);
-              acc[m][3] = fmaf(a, w.w, acc[m][3]);
-            }
-          }
-#pragma unroll
-          for (unsigned m = 0; m < kRowsPerPass; ++m) {
-            const unsigned r = r0 + m * groups;
-            if (r >= kRows) break;
-            float4 z, a;
-            z.x = acc[m][0] + bias[4 * q];
-            z.y = acc[m][1] + bias[4 * q + 1];
-            z.z = acc[m][2] + bias[4 * q + 2];
-            z.w = acc[m][3] + bias[4 * q + 3];
-            const std::size_t row = row0 + r;
-            if (row < rows)
-              *reinterpret_cast<float4*>(layer.pre_activation + row * n + 4 * q) = z;
-            if (last) continue;
-            a.x = activation_math::value<Kind>(z.x, act);
-            a.y = activation_math::value<Kind>(z.y, act);
-            a.z = activation_math::value<Kind>(z.z, act);
-            a.w = activation_math::value<Kind>(z.w, act);
-            float* tile_row = out_tile + r * kStride + 4 * q;
-            tile_row[0] = a.x;
-            tile_row[1] = a.y;
-            tile_row[2] = a.z;
-            tile_row[3] = a.w;
-            if (row < rows) *reinterpret_cast<float4*>(layer.activation + row * n + 4 * q) = a;
-          }
-        }
-      }
-    } else {
-      const unsigned groups = kThreads / n;
-      const unsigned j = tid % n, g = tid / n;
-      if (g < groups) {
-        for (unsigned r = g; r < kRows; r += groups) {
-          float acc = 0.0f;
-          for (unsigned k = 0; k < k_count; ++k)
-            acc = fmaf(in_tile[r * kStride + k], wt[k * n + j], acc);
-          finish_output<Kind>(layer, last, out_tile, row0, rows, r, j, n, acc + bias[j], act);
-        }
-      }
+  const std::size_t tiles = (rows + kRows - 1) / kRows;
+  // Tiles of kRows rows, strided over the grid (the weights stay in shared memory).
+  for (std::size_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    float* in_tile = tile_a;
+    float* out_tile = tile_b;
+    // The x tile (rows past the end read as 0 and are never stored).
+    const std::size_t row0 = tile * kRows;
+    __syncthreads();  // the previous tile's reads of tile_a / tile_b are done
+    for (unsigned i = tid; i < kRows * in0; i += kThreads) {
+      const unsigned r = i / in0, k = i % in0;
+      in_tile[r * kStride + k] = row0 + r < rows ? x[(row0 + r) * in0 + k] : 0.0f;
     }
     __syncthreads();
-    float* const t = in_tile;
-    in_tile = out_tile;
-    out_tile = t;
+
+    offset = 0;
+    for (unsigned l = 0; l < mlp.layers; ++l) {
+      const unsigned k_count = mlp.widths[l], n = mlp.widths[l + 1];
+      const float* wt = shared + offset;
+      const float* bias = wt + round4(k_count * n);
+      offset += round4(k_count * n) + round4(n);
+      const bool last = l + 1 == mlp.layers;
+      const FusedMlpLayer& layer = mlp.layer[l];
+      if (n % 4 == 0) {
+        const unsigned quads = n / 4;
+        const unsigned groups = kThreads / quads;  // row groups
+        const unsigned q = tid % quads, g = tid / quads;
+        if (g < groups) {
+          for (unsigned r0 = g; r0 < kRows; r0 += groups * kRowsPerPass) {
+            float acc[kRowsPerPass][4] = {};
+            for (unsigned k = 0; k < k_count; ++k) {
+              const float4 w = *reinterpret_cast<const float4*>(wt + k * n + 4 * q);
+  #pragma unroll
+              for (unsigned m = 0; m < kRowsPerPass; ++m) {
+                const unsigned r = r0 + m * groups;
+                const float a = r < kRows ? in_tile[r * kStride + k] : 0.0f;
+                acc[m][0] = fmaf(a, w.x, acc[m][0]);
+                acc[m][1] = fmaf(a, w.y, acc[m][1]);
+                acc[m][2] = fmaf(a, w.z, acc[m][2]);
+                acc[m][3] = fmaf(a, w.w, acc[m][3]);
+              }
+            }
+  #pragma unroll
+            for (unsigned m = 0; m < kRowsPerPass; ++m) {
+              const unsigned r = r0 + m * groups;
+              if (r >= kRows) break;
+              float4 z, a;
+              z.x = acc[m][0] + bias[4 * q];
+              z.y = acc[m][1] + bias[4 * q + 1];
+              z.z = acc[m][2] + bias[4 * q + 2];
+              z.w = acc[m][3] + bias[4 * q + 3];
+              const std::size_t row = row0 + r;
+              if (row < rows)
+                *reinterpret_cast<float4*>(layer.pre_activation + row * n + 4 * q) = z;
+              if (last) continue;
+              a.x = activation_math::value<Kind>(z.x, act);
+              a.y = activation_math::value<Kind>(z.y, act);
+              a.z = activation_math::value<Kind>(z.z, act);
+              a.w = activation_math::value<Kind>(z.w, act);
+              float* tile_row = out_tile + r * kStride + 4 * q;
+              tile_row[0] = a.x;
+              tile_row[1] = a.y;
+              tile_row[2] = a.z;
+              tile_row[3] = a.w;
+              if (row < rows) *reinterpret_cast<float4*>(layer.activation + row * n + 4 * q) = a;
+            }
+          }
+        }
+      } else {
+        const unsigned groups = kThreads / n;
+        const unsigned j = tid % n, g = tid / n;
+        if (g < groups) {
+          for (unsigned r = g; r < kRows; r += groups) {
+            float acc = 0.0f;
+            for (unsigned k = 0; k < k_count; ++k)
+              acc = fmaf(in_tile[r * kStride + k], wt[k * n + j], acc);
+            finish_output<Kind>(layer, last, out_tile, row0, rows, r, j, n, acc + bias[j], act);
+          }
+        }
+      }
+      __syncthreads();
+      float* const t = in_tile;
+      in_tile = out_tile;
+      out_tile = t;
+    }
   }
 }
 
@@ -191,8 +208,16 @@ void launch_fused_mlp_forward(const FusedMlp& mlp, const float* x, std::size_t r
       invalid(name + ": outputs of a width that is a multiple of 4 must be 16-byte aligned");
   }
   if (rows == 0) return;
-  const std::size_t blocks = (rows + kRows - 1) / kRows;
-  if (blocks > 0x7fffffffu) invalid("rows = " + std::to_string(rows) + " is too many");
+  // At most a few resident blocks per multiprocessor, each walking several tiles, so the weights
+  // are loaded once per block rather than once per 32 rows.
+  static const int multiprocessors = [] {
+    int device = 0, count = 0;
+    RESIDENT_CUDA_CHECK(cudaGetDevice(&device));
+    RESIDENT_CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device));
+    return count;
+  }();
+  const std::size_t tiles = (rows + kRows - 1) / kRows;
+  const std::size_t blocks = std::min<std::size_t>(tiles, std::size_t{4} * multiprocessors);
   const std::size_t shared_bytes = (weight_floats(mlp) + 2 * kRows * kStride) * sizeof(float);
   activation_math::dispatch(hidden, "launch_fused_mlp_forward", [&](auto kind) {
     const auto kernel = fused_mlp_forward<decltype(kind)::value>;

@@ -482,7 +482,10 @@ TEST_P(FusedClipAdamW, EqualsTheSeparateNormAndAdamWBitForBit) {
   const std::vector<float> p_end = fused.params.download();
   std::size_t moved = 0;
   for (std::size_t i = 0; i < c.n; ++i) moved += p_end[i] != p0[i];
-  EXPECT_EQ(moved, c.n) << "every parameter moves";
+  // An update far below a parameter's ulp rounds back to it (15 of 2^21 on the H200), so the
+  // guard against a step that did nothing asks for 99.9%, not every element.
+  EXPECT_GE(static_cast<double>(moved), 0.999 * static_cast<double>(c.n))
+      << "parameters move (" << moved << " of " << c.n << ")";
   std::printf("  %-12s n %8zu, %zu steps, max_norm %-10g (norms %.6g..%.6g): fused == separate, "
               "bit for bit\n",
               c.name, c.n, kFusedSteps, static_cast<double>(max_norm), smallest, largest);
