@@ -36,8 +36,8 @@ bool fused_mlp_forward_supports(std::span<const std::size_t> widths) noexcept;
 // a_l = f(z_l) with f = `hidden` (the last layer has no activation and no `activation` output).
 // x [rows, widths[0]]. A block holds every layer's weights (transposed) in shared memory and
 // walks 32-row tiles (at most 4 blocks per multiprocessor; the tile's activations also in shared
-// memory); z and a are each written once, the weights read once per block. Deterministic (fixed order per output; no atomics); the order differs from cuBLAS's,
-// so results match the unfused path to rounding, not bit for bit. Outputs must not alias x, the
+// memory); z and a are each written once, the weights read once per block. Deterministic (fixed
+// order per output; no atomics); the order differs from cuBLAS's, so results match the unfused path to rounding, not bit for bit. Outputs must not alias x, the
 // weights or one another; z/a of a layer whose width is a multiple of 4 must be 16-byte aligned
 // (they are written as float4). Throws resident::Error naming the field for bad widths, layer
 // counts, null pointers or misalignment. No allocation; graph-capturable.
