@@ -7,9 +7,12 @@
 // episode returns summed in double. Deterministic; no CUDA.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstdio>
 #include <cstdlib>
 #include <utility>
 #include <vector>
@@ -65,6 +68,44 @@ Earnings evaluate(const MarketSeries& series, const std::vector<float>& normaliz
     returns.push_back(episode);
   }
   return summarize(std::move(returns), length);
+}
+
+// What a trading learning test measures on its held-out series: the trained agent's greedy
+// policy, the oracle (the sign of the next return) and the signal follower, on the same episodes.
+struct HeldOutOutcome {
+  Earnings greedy, oracle, follower;
+};
+
+// One-sided p < 0.001 over ~400 episodes.
+inline constexpr double kCriticalT = 3.1;
+
+inline void print_held_out(const char* agent, std::size_t series_steps, const HeldOutOutcome& o) {
+  std::printf("  held-out series (%zu steps), %zu episodes of %zu steps, per step:\n"
+              "    greedy %s policy %+.6f (episode mean %+.5f, sd %.5f, t = %.2f)\n"
+              "    oracle %+.6f, signal follower %+.6f (t = %.2f), flat 0\n",
+              series_steps, o.greedy.episode_returns.size(), o.greedy.steps_per_episode, agent,
+              o.greedy.per_step(), o.greedy.mean, o.greedy.sd, o.greedy.t, o.oracle.per_step(),
+              o.follower.per_step(), o.follower.t);
+}
+
+// Trained where the series has a signal: the held-out series must carry it (the follower earns
+// significantly) and the greedy policy must earn significantly.
+inline void expect_learned_the_signal(const HeldOutOutcome& o, std::size_t episodes) {
+  ASSERT_EQ(o.greedy.episode_returns.size(), episodes);
+  EXPECT_GT(o.follower.t, kCriticalT) << "the held-out series itself carries the signal";
+  EXPECT_GT(o.greedy.mean, 0.0);
+  EXPECT_GT(o.greedy.t, kCriticalT) << "not significant at one-sided p < 0.001";
+}
+
+// The negative control, trained on a series without a signal: no significant earnings.
+inline void expect_no_significant_earnings(const HeldOutOutcome& o, std::size_t episodes) {
+  ASSERT_EQ(o.greedy.episode_returns.size(), episodes);
+  const bool significant = o.greedy.mean > 0.0 && o.greedy.t > kCriticalT;
+  std::printf("  negative control: %s\n",
+              significant            ? "SIGNIFICANT (the control failed)"
+              : o.greedy.mean <= 0.0 ? "not significant: mean <= 0"
+                                     : "not significant: mean > 0 but t < 3.1");
+  EXPECT_FALSE(significant) << "t = " << o.greedy.t << " on a series without a signal";
 }
 
 }  // namespace resident::test::trading

@@ -66,12 +66,6 @@ TEST_P(DqnCartPoleLearning, ReachesMeanReturn475Within500kEnvSteps) {
 
 INSTANTIATE_TEST_SUITE_P(Seeds, DqnCartPoleLearning, ::testing::Values(1u, 2u, 3u));
 
-constexpr double kCriticalT = 3.1;
-
-struct TradingOutcome {
-  eval::Earnings greedy, oracle, follower;
-};
-
 SyntheticMarketConfig trading_market(std::uint64_t seed, double signal_strength,
                                      std::size_t steps) {
   SyntheticMarketConfig m;
@@ -84,7 +78,7 @@ SyntheticMarketConfig trading_market(std::uint64_t seed, double signal_strength,
   return m;
 }
 
-TradingOutcome train_and_evaluate_trading(double signal_strength) {
+eval::HeldOutOutcome train_and_evaluate_trading(double signal_strength) {
   DqnConfig c;
   c.env = DqnEnvKind::Trading;
   c.trading.market = trading_market(/*seed=*/7, signal_strength, /*steps=*/50000);
@@ -131,7 +125,7 @@ TradingOutcome train_and_evaluate_trading(double signal_strength) {
   EXPECT_EQ(q.widths, widths) << "the online Q-network downloaded from the slab";
   const std::size_t w = c.trading.window, length = c.trading.episode_length, f = s.feature_count;
   const float cost = c.trading.cost_per_unit;
-  TradingOutcome o;
+  eval::HeldOutOutcome o;
   o.greedy = eval::evaluate(s, normalized, w, length, cost,
                             [&](const float* obs, std::size_t) { return q.greedy(obs); });
   o.oracle = eval::evaluate(s, normalized, w, length, cost, [&](const float*, std::size_t t) {
@@ -141,35 +135,18 @@ TradingOutcome train_and_evaluate_trading(double signal_strength) {
   o.follower = eval::evaluate(s, normalized, w, length, cost, [&](const float*, std::size_t t) {
     return s.features[t * f + kSyntheticSignalFeature] >= 0 ? 2 : 0;
   });
-  std::printf("  held-out series (seed 1007, %zu steps), %zu episodes of %zu steps, per step:\n"
-              "    greedy DQN policy %+.6f (episode mean %+.5f, sd %.5f, t = %.2f)\n"
-              "    oracle %+.6f, signal follower %+.6f (t = %.2f), flat 0\n",
-              s.steps, o.greedy.episode_returns.size(), length, o.greedy.per_step(),
-              o.greedy.mean, o.greedy.sd, o.greedy.t, o.oracle.per_step(), o.follower.per_step(),
-              o.follower.t);
+  eval::print_held_out("DQN", s.steps, o);
   return o;
 }
 
 TEST(DqnTradingLearning, GreedyPolicyEarnsOutOfSampleWhereTheSeriesHasASignal) {
   RESIDENT_REQUIRE_GPU();
-  const TradingOutcome o = train_and_evaluate_trading(0.3);
-  ASSERT_EQ(o.greedy.episode_returns.size(), 399u);
-  EXPECT_GT(o.follower.t, kCriticalT) << "the held-out series itself carries the signal";
-  EXPECT_GT(o.greedy.mean, 0.0);
-  EXPECT_GT(o.greedy.t, kCriticalT) << "not significant at one-sided p < 0.001";
+  eval::expect_learned_the_signal(train_and_evaluate_trading(0.3), 399);
 }
 
 TEST(DqnTradingLearning, NoSignificantEarningsWithoutASignal) {
   RESIDENT_REQUIRE_GPU();
-  const TradingOutcome o = train_and_evaluate_trading(0.0);
-  ASSERT_EQ(o.greedy.episode_returns.size(), 399u);
-  const bool significant = o.greedy.mean > 0.0 && o.greedy.t > kCriticalT;
-  std::printf("  negative control: %s\n",
-              significant ? "SIGNIFICANT (the control failed)"
-              : o.greedy.mean <= 0.0
-                  ? "not significant: mean <= 0"
-                  : "not significant: mean > 0 but t < 3.1");
-  EXPECT_FALSE(significant) << "t = " << o.greedy.t << " on a series without a signal";
+  eval::expect_no_significant_earnings(train_and_evaluate_trading(0.0), 399);
 }
 
 }  // namespace

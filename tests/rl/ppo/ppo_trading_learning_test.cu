@@ -37,12 +37,6 @@ using namespace resident;
 using namespace resident::ppo;
 namespace eval = resident::test::trading;
 
-constexpr double kCriticalT = 3.1;
-
-struct Outcome {
-  eval::Earnings greedy, oracle, follower;
-};
-
 SyntheticMarketConfig market(std::uint64_t seed, double signal_strength, std::size_t steps) {
   SyntheticMarketConfig m;
   m.seed = seed;
@@ -54,7 +48,7 @@ SyntheticMarketConfig market(std::uint64_t seed, double signal_strength, std::si
   return m;
 }
 
-Outcome train_and_evaluate(double signal_strength) {
+eval::HeldOutOutcome train_and_evaluate(double signal_strength) {
   TradingVectorEnvConfig e;
   e.market = market(/*seed=*/7, signal_strength, /*steps=*/50000);
   e.env_count = 128;
@@ -100,7 +94,7 @@ Outcome train_and_evaluate(double signal_strength) {
   widths.push_back(env.action_count());
   EXPECT_EQ(actor.widths, widths) << "the actor downloaded from the slab";
   const std::size_t f = s.feature_count;
-  Outcome o;
+  eval::HeldOutOutcome o;
   o.greedy = eval::evaluate(s, normalized, e.window, e.episode_length, e.cost_per_unit,
                             [&](const float* obs, std::size_t) { return actor.greedy(obs); });
   o.oracle = eval::evaluate(s, normalized, e.window, e.episode_length, e.cost_per_unit,
@@ -112,35 +106,18 @@ Outcome train_and_evaluate(double signal_strength) {
                               [&](const float*, std::size_t t) {
                                 return s.features[t * f + kSyntheticSignalFeature] >= 0 ? 2 : 0;
                               });
-  std::printf("  held-out series (seed 1007, %zu steps), %zu episodes of %zu steps, per step:\n"
-              "    greedy PPO policy %+.6f (episode mean %+.5f, sd %.5f, t = %.2f)\n"
-              "    oracle %+.6f, signal follower %+.6f (t = %.2f), flat 0\n",
-              s.steps, o.greedy.episode_returns.size(), e.episode_length, o.greedy.per_step(),
-              o.greedy.mean, o.greedy.sd, o.greedy.t, o.oracle.per_step(), o.follower.per_step(),
-              o.follower.t);
+  eval::print_held_out("PPO", s.steps, o);
   return o;
 }
 
 TEST(PpoTradingLearning, GreedyPolicyEarnsOutOfSampleWhereTheSeriesHasASignal) {
   RESIDENT_REQUIRE_GPU();
-  const Outcome o = train_and_evaluate(0.3);
-  ASSERT_EQ(o.greedy.episode_returns.size(), 399u);
-  EXPECT_GT(o.follower.t, kCriticalT) << "the held-out series itself carries the signal";
-  EXPECT_GT(o.greedy.mean, 0.0);
-  EXPECT_GT(o.greedy.t, kCriticalT) << "not significant at one-sided p < 0.001";
+  eval::expect_learned_the_signal(train_and_evaluate(0.3), 399);
 }
 
 TEST(PpoTradingLearning, NoSignificantEarningsWithoutASignal) {
   RESIDENT_REQUIRE_GPU();
-  const Outcome o = train_and_evaluate(0.0);
-  ASSERT_EQ(o.greedy.episode_returns.size(), 399u);
-  const bool significant = o.greedy.mean > 0.0 && o.greedy.t > kCriticalT;
-  std::printf("  negative control: %s\n",
-              significant ? "SIGNIFICANT (the control failed)"
-              : o.greedy.mean <= 0.0
-                  ? "not significant: mean <= 0"
-                  : "not significant: mean > 0 but t < 3.1");
-  EXPECT_FALSE(significant) << "t = " << o.greedy.t << " on a series without a signal";
+  eval::expect_no_significant_earnings(train_and_evaluate(0.0), 399);
 }
 
 }  // namespace
