@@ -27,8 +27,20 @@ void require_config(bool condition, const char* call, const std::string& detail,
   if (!condition) throw Error(call, "invalid AdamW config", detail, __FILE__, line);
 }
 
-// Validates `c` (errors name `call`, the field, its value and the allowed range) and forms the
-// kernel's constants.
+
+// Blocking copies ordered after the work on `stream`.
+void copy_to_host(void* host, const void* device, std::size_t bytes, cudaStream_t stream) {
+  RESIDENT_CUDA_CHECK(cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, stream));
+  RESIDENT_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+void copy_to_device(void* device, const void* host, std::size_t bytes, cudaStream_t stream) {
+  RESIDENT_CUDA_CHECK(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, stream));
+  RESIDENT_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+}  // namespace
+
 kernels::AdamWConstants adamw_constants(const AdamWConfig& c, const char* call) {
   require_config(std::isfinite(c.lr) && c.lr >= 0.0, call,
                  "lr = " + std::to_string(c.lr) + ", must be finite and >= 0", __LINE__);
@@ -67,19 +79,6 @@ kernels::AdamWConstants adamw_constants(const AdamWConfig& c, const char* call) 
   k.total_groups = c.total_groups;
   return k;
 }
-
-// Blocking copies ordered after the work on `stream`.
-void copy_to_host(void* host, const void* device, std::size_t bytes, cudaStream_t stream) {
-  RESIDENT_CUDA_CHECK(cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, stream));
-  RESIDENT_CUDA_CHECK(cudaStreamSynchronize(stream));
-}
-
-void copy_to_device(void* device, const void* host, std::size_t bytes, cudaStream_t stream) {
-  RESIDENT_CUDA_CHECK(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, stream));
-  RESIDENT_CUDA_CHECK(cudaStreamSynchronize(stream));
-}
-
-}  // namespace
 
 double scheduled_lr(const AdamWConfig& config, std::uint64_t t) {
   if (t == 0)

@@ -67,6 +67,11 @@ struct AdamWConfig {
 // resident::Error naming the field, its value and the allowed range on an invalid config.
 double scheduled_lr(const AdamWConfig& config, std::uint64_t t);
 
+// The AdamW kernel's constants for `config` (fp32 values rounded once from the fp64 config, the
+// exact betas and the schedule), as every ParamSlab optimizer call forms them. Throws
+// resident::Error naming `call`, the field, its value and the allowed range on an invalid config.
+kernels::AdamWConstants adamw_constants(const AdamWConfig& config, const char* call);
+
 // The four float slabs, for the setup/test copies.
 enum class SlabPart { Params, Grads, AdamM, AdamV };
 

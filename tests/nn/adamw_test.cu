@@ -361,23 +361,6 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
          (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
 }
 
-// The kernel constants as ParamSlab forms them from an AdamWConfig (lib/nn/param_slab.cpp).
-kernels::AdamWConstants constants_of(const nn::AdamWConfig& c) {
-  kernels::AdamWConstants k;
-  k.beta1 = static_cast<float>(c.beta1);
-  k.one_minus_beta1 = static_cast<float>(1.0 - c.beta1);
-  k.beta2 = static_cast<float>(c.beta2);
-  k.one_minus_beta2 = static_cast<float>(1.0 - c.beta2);
-  k.eps = static_cast<float>(c.eps);
-  k.lr = c.lr;
-  k.weight_decay = c.weight_decay;
-  k.beta1_exact = c.beta1;
-  k.beta2_exact = c.beta2;
-  k.schedule = c.schedule;
-  k.steps_per_group = c.steps_per_group;
-  k.total_groups = c.total_groups;
-  return k;
-}
 
 enum class ClipRegime { Clips, Roomy, Never };
 
@@ -438,7 +421,7 @@ TEST_P(FusedClipAdamW, EqualsTheSeparateNormAndAdamWBitForBit) {
                                .schedule = c.schedule,
                                .steps_per_group = 2,
                                .total_groups = 3};
-  const kernels::AdamWConstants constants = constants_of(config);
+  const kernels::AdamWConstants constants = nn::adamw_constants(config, "FusedClipAdamW");
 
   KernelState separate(c.n, p0, m0, v0, kStep0), fused(c.n, p0, m0, v0, kStep0);
   DeviceBuffer<float> d_grads(c.n);
