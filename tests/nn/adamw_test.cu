@@ -295,32 +295,52 @@ void expect_same_bits(const std::vector<float>& a, const std::vector<float>& b, 
                            << "]: graph " << a[first] << ", eager " << b[first];
 }
 
+// Two slabs of the same tensors and initial params, each on its own stream: `graphed` driven by
+// replays of one captured train_step, `eager` by direct calls.
+struct GraphedAndEager {
+  nn::ParamSlab graphed, eager;
+  Stream graph_stream, eager_stream;
+  std::vector<float> p0;  // the initial params of both
+  explicit GraphedAndEager(std::uint64_t seed) {
+    declare_tensors(graphed);
+    declare_tensors(eager);
+    graphed.finalize();
+    eager.finalize();
+    std::mt19937_64 rng(seed);
+    p0 = random_slab(graphed.layout(), rng);
+    graphed.upload(nn::SlabPart::Params, p0, graph_stream.get());
+    eager.upload(nn::SlabPart::Params, p0, eager_stream.get());
+  }
+  // Captures one train_step of `graphed` (host interaction would fail the capture), checks that
+  // the capture itself did not step, and replays it `replays` times.
+  void capture_and_replay(const nn::AdamWConfig& config, float max_norm, bool fused,
+                          std::size_t replays) {
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    ASSERT_EQ(cudaStreamBeginCapture(graph_stream.get(), cudaStreamCaptureModeGlobal),
+              cudaSuccess);
+    train_step(graphed, config, max_norm, graph_stream.get(), fused);
+    ASSERT_EQ(cudaStreamEndCapture(graph_stream.get(), &graph), cudaSuccess);
+    ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+    EXPECT_EQ(graphed.read_step(graph_stream.get()), 0u) << "capture must not execute the step";
+    for (std::size_t i = 0; i < replays; ++i)
+      ASSERT_EQ(cudaGraphLaunch(exec, graph_stream.get()), cudaSuccess);
+    graph_stream.synchronize();
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+  }
+};
+
 TEST(AdamW, GraphReplaysEqualEagerStepsBitForBit) {
   RESIDENT_REQUIRE_GPU();
   constexpr std::size_t kReplays = 7;
   constexpr float kMaxNorm = 20.0f;  // the grads' norm is ~160: clipping is active
   const nn::AdamWConfig config{.lr = 3e-3, .weight_decay = 0.05};
-  nn::ParamSlab graphed, eager;
-  declare_tensors(graphed);
-  declare_tensors(eager);
-  graphed.finalize();
-  eager.finalize();
-  const Stream graph_stream, eager_stream;
-  std::mt19937_64 rng(0x6A4F);
-  const std::vector<float> p0 = random_slab(graphed.layout(), rng);
-  graphed.upload(nn::SlabPart::Params, p0, graph_stream.get());
-  eager.upload(nn::SlabPart::Params, p0, eager_stream.get());
+  GraphedAndEager slabs(0x6A4F);
+  slabs.capture_and_replay(config, kMaxNorm, /*fused=*/false, kReplays);
+  nn::ParamSlab &graphed = slabs.graphed, &eager = slabs.eager;
+  const Stream &graph_stream = slabs.graph_stream, &eager_stream = slabs.eager_stream;
 
-  cudaGraph_t graph = nullptr;
-  cudaGraphExec_t exec = nullptr;
-  ASSERT_EQ(cudaStreamBeginCapture(graph_stream.get(), cudaStreamCaptureModeGlobal), cudaSuccess);
-  train_step(graphed, config, kMaxNorm, graph_stream.get());  // host interaction fails capture
-  ASSERT_EQ(cudaStreamEndCapture(graph_stream.get(), &graph), cudaSuccess);
-  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
-  EXPECT_EQ(graphed.read_step(graph_stream.get()), 0u) << "capture must not execute the step";
-
-  for (std::size_t i = 0; i < kReplays; ++i)
-    ASSERT_EQ(cudaGraphLaunch(exec, graph_stream.get()), cudaSuccess);
   for (std::size_t i = 0; i < kReplays; ++i)
     train_step(eager, config, kMaxNorm, eager_stream.get());
   graph_stream.synchronize();
@@ -345,11 +365,10 @@ TEST(AdamW, GraphReplaysEqualEagerStepsBitForBit) {
       << "norm: graph " << graph_norm << ", eager " << eager_norm;
   EXPECT_GT(graph_norm, kMaxNorm) << "the test means clipping to be active";
   EXPECT_EQ(g_scale.wait(), 1.0f) << "adamw_step resets the clip scale";
-  EXPECT_NE(graphed.download(nn::SlabPart::Params, graph_stream.get()), p0) << "nothing moved";
+  EXPECT_NE(graphed.download(nn::SlabPart::Params, graph_stream.get()), slabs.p0)
+      << "nothing moved";
   std::printf("  %zu graph replays == %zu eager steps, bit for bit (last norm %.7g)\n", kReplays,
               kReplays, static_cast<double>(graph_norm));
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -591,25 +610,10 @@ TEST(AdamWSchedule, AGraphFollowsTheScheduleWithoutRecapture) {
                                .schedule = nn::LrSchedule::LinearToZero,
                                .steps_per_group = 3,
                                .total_groups = 2};
-  nn::ParamSlab graphed, eager;
-  declare_tensors(graphed);
-  declare_tensors(eager);
-  graphed.finalize();
-  eager.finalize();
-  const Stream graph_stream, eager_stream;
-  std::mt19937_64 rng(0x6A5C);
-  const std::vector<float> p0 = random_slab(graphed.layout(), rng);
-  graphed.upload(nn::SlabPart::Params, p0, graph_stream.get());
-  eager.upload(nn::SlabPart::Params, p0, eager_stream.get());
-
-  cudaGraph_t graph = nullptr;
-  cudaGraphExec_t exec = nullptr;
-  ASSERT_EQ(cudaStreamBeginCapture(graph_stream.get(), cudaStreamCaptureModeGlobal), cudaSuccess);
-  train_step(graphed, config, kMaxNorm, graph_stream.get(), /*fused=*/true);
-  ASSERT_EQ(cudaStreamEndCapture(graph_stream.get(), &graph), cudaSuccess);
-  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
-  for (std::size_t i = 0; i < kReplays; ++i)
-    ASSERT_EQ(cudaGraphLaunch(exec, graph_stream.get()), cudaSuccess);
+  GraphedAndEager slabs(0x6A5C);
+  slabs.capture_and_replay(config, kMaxNorm, /*fused=*/true, kReplays);
+  nn::ParamSlab &graphed = slabs.graphed, &eager = slabs.eager;
+  const Stream &graph_stream = slabs.graph_stream, &eager_stream = slabs.eager_stream;
   // Eager: a Constant config per step at the host mirror's lr for that step.
   for (std::size_t t = 1; t <= kReplays; ++t) {
     nn::AdamWConfig constant = config;
@@ -627,8 +631,6 @@ TEST(AdamWSchedule, AGraphFollowsTheScheduleWithoutRecapture) {
   std::printf("  %zu replays of one captured LinearToZero step == %zu eager steps at the mirrored "
               "lr, bit for bit\n",
               kReplays, kReplays);
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
 }
 
 // Host only (no GPU needed).
