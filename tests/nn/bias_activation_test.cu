@@ -35,14 +35,8 @@ using test::nn_support::random_floats;
 using test::nn_support::to_double;
 using test::nn_support::Tolerance;
 
-struct Kind {
-  const char* name;
-  ActivationKind kind;
-  reference::ActivationKind reference_kind;
-};
-const Kind kKinds[] = {{"relu", ActivationKind::Relu, reference::ActivationKind::Relu},
-                       {"tanh", ActivationKind::Tanh, reference::ActivationKind::Tanh},
-                       {"gelu_tanh", ActivationKind::GeluTanh, reference::ActivationKind::GeluTanh}};
+using Kind = test::nn_support::HiddenActivation;
+constexpr const auto& kKinds = test::nn_support::kHiddenActivations;
 
 using Shape = std::tuple<std::size_t, std::size_t>;  // rows, cols
 

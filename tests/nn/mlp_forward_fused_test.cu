@@ -36,14 +36,8 @@ using test::nn_support::nans;
 using test::nn_support::random_floats;
 using test::nn_support::to_double;
 
-struct Kind {
-  const char* name;
-  ActivationKind kind;
-  reference::ActivationKind reference_kind;
-};
-const Kind kKinds[] = {{"relu", ActivationKind::Relu, reference::ActivationKind::Relu},
-                       {"tanh", ActivationKind::Tanh, reference::ActivationKind::Tanh},
-                       {"gelu_tanh", ActivationKind::GeluTanh, reference::ActivationKind::GeluTanh}};
+using Kind = test::nn_support::HiddenActivation;
+constexpr const auto& kKinds = test::nn_support::kHiddenActivations;
 
 struct Case {
   std::vector<std::size_t> widths;

@@ -13,7 +13,21 @@
 #include <string>
 #include <vector>
 
+#include "kernels/nn/activation.h"
+#include "tests/reference/nn_reference.h"
+
 namespace resident::test::nn_support {
+
+// The hidden activations the fused-layer tests sweep, with the reference's name for each.
+struct HiddenActivation {
+  const char* name;
+  kernels::ActivationKind kind;
+  reference::ActivationKind reference_kind;
+};
+inline constexpr HiddenActivation kHiddenActivations[] = {
+    {"relu", kernels::ActivationKind::Relu, reference::ActivationKind::Relu},
+    {"tanh", kernels::ActivationKind::Tanh, reference::ActivationKind::Tanh},
+    {"gelu_tanh", kernels::ActivationKind::GeluTanh, reference::ActivationKind::GeluTanh}};
 
 struct Tolerance {
   double atol = 0.0;
