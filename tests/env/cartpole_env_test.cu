@@ -23,6 +23,7 @@
 #include "lib/env/cartpole_env.h"
 #include "tests/reference/cartpole_reference.h"
 #include "tests/reference/philox_reference.h"
+#include "tests/support/bitwise.h"
 #include "tests/support/gpu.h"
 
 namespace {
@@ -57,27 +58,8 @@ std::vector<std::int32_t> next_actions(const CartPoleBatchState& state, std::mt1
   return actions;
 }
 
-template <class T>
-std::vector<T> download(const T* device, std::size_t count) {
-  std::vector<T> host(count);
-  if (cudaMemcpy(host.data(), device, count * sizeof(T), cudaMemcpyDeviceToHost) != cudaSuccess)
-    throw std::runtime_error("download failed");
-  return host;
-}
-
-// Bitwise equality (NaN payloads included); the message names the first differing element.
-template <class T>
-::testing::AssertionResult same_bits(const std::vector<T>& gpu, const std::vector<T>& ref,
-                                     const std::string& what) {
-  if (gpu.size() != ref.size())
-    return ::testing::AssertionFailure() << what << ": size " << gpu.size() << " vs " << ref.size();
-  for (std::size_t i = 0; i < gpu.size(); ++i) {
-    if (std::memcmp(&gpu[i], &ref[i], sizeof(T)) != 0)
-      return ::testing::AssertionFailure() << what << "[" << i << "]: gpu " << +gpu[i] << " ref "
-                                           << +ref[i] << " (" << gpu.size() << " elements)";
-  }
-  return ::testing::AssertionSuccess();
-}
+using test::download;
+using test::same_bits;
 
 std::vector<float> reference_observations(const CartPoleBatchState& state) {
   std::vector<float> obs(4 * state.env_count());

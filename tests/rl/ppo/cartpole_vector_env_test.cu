@@ -24,6 +24,7 @@
 #include "lib/core/stream.h"
 #include "lib/env/cartpole_env.h"
 #include "lib/rl/ppo/cartpole_vector_env.h"
+#include "tests/support/bitwise.h"
 #include "tests/support/gpu.h"
 
 namespace {
@@ -35,25 +36,8 @@ constexpr std::uint64_t kSeed = 20240607;
 constexpr std::size_t kEnvs = 33;
 constexpr int kSteps = 1000, kSaveAt = 600;
 
-template <class T>
-std::vector<T> download(const T* device, std::size_t count) {
-  std::vector<T> host(count);
-  if (cudaMemcpy(host.data(), device, count * sizeof(T), cudaMemcpyDeviceToHost) != cudaSuccess)
-    throw std::runtime_error("download failed");
-  return host;
-}
-
-// Bitwise equality (NaN payloads included); the message names the first differing element.
-template <class T>
-::testing::AssertionResult same_bits(const std::vector<T>& a, const std::vector<T>& b,
-                                     const std::string& what) {
-  if (a.size() != b.size())
-    return ::testing::AssertionFailure() << what << ": size " << a.size() << " vs " << b.size();
-  for (std::size_t i = 0; i < a.size(); ++i)
-    if (std::memcmp(&a[i], &b[i], sizeof(T)) != 0)
-      return ::testing::AssertionFailure() << what << "[" << i << "]: " << +a[i] << " vs " << +b[i];
-  return ::testing::AssertionSuccess();
-}
+using test::download;
+using test::same_bits;
 
 // One step's outputs on the host.
 struct Outputs {
