@@ -17,6 +17,7 @@
 #include "lib/core/scalar_readback.h"
 #include "lib/nn/mlp.h"
 #include "lib/nn/regression_step.h"
+#include "tests/nn/mlp_reference_support.h"
 #include "tests/nn/nn_test_support.h"
 #include "tests/reference/nn_reference.h"
 #include "tests/support/gpu.h"
@@ -27,32 +28,14 @@ using namespace resident;
 using test::nn_support::expect_close;
 using test::nn_support::random_floats;
 using test::nn_support::to_double;
+using test::mlp_reference::reference_layers;
+using test::mlp_reference::reference_training;
+using test::mlp_reference::RegressionData;
 
-// The reference layers of an Mlp (hidden ReLU, identity output).
-std::vector<reference::MlpLayer> reference_layers(const nn::Mlp& mlp) {
-  std::vector<reference::MlpLayer> layers;
-  const auto& w = mlp.config().widths;
-  for (std::size_t l = 0; l + 1 < w.size(); ++l)
-    layers.push_back({w[l], w[l + 1], mlp.config().bias,
-                      {l + 2 < w.size() ? reference::ActivationKind::Relu
-                                        : reference::ActivationKind::Identity}});
-  return layers;
-}
-
-// A slab part as the reference's flat layout: per layer the weight, then the bias.
+// A slab part, downloaded, in the reference's flat layout.
 std::vector<double> flat(const nn::Mlp& mlp, const nn::ParamSlab& slab, nn::SlabPart part,
                          cudaStream_t stream) {
-  const std::vector<float> all = slab.download(part, stream);
-  std::vector<double> out;
-  for (std::size_t l = 0; l < mlp.layers(); ++l) {
-    for (const std::string& name : {mlp.weight_name(l), mlp.bias_name(l)}) {
-      if (!mlp.config().bias && name == mlp.bias_name(l)) continue;
-      const nn::SlabTensor& t = slab.layout().tensor(name);
-      out.insert(out.end(), all.begin() + static_cast<std::ptrdiff_t>(t.offset),
-                 all.begin() + static_cast<std::ptrdiff_t>(t.offset + t.size));
-    }
-  }
-  return out;
+  return test::mlp_reference::flat(mlp, slab.download(part, stream), slab);
 }
 
 struct MlpRig {
@@ -114,41 +97,6 @@ INSTANTIATE_TEST_SUITE_P(
                       std::make_tuple(std::vector<std::size_t>{5, 7, 3}, 33),
                       std::make_tuple(std::vector<std::size_t>{64, 256, 256, 3}, 256),
                       std::make_tuple(std::vector<std::size_t>{4, 64, 64, 2}, 4096)));
-
-// Synthetic regression: target = (sin(x0) + x1 x2, x3^2) on x uniform in [-1, 1]^4.
-struct RegressionData {
-  std::vector<float> x, target;
-  RegressionData(std::size_t batch, std::mt19937_64& rng) : x(random_floats(batch * 4, -1.0f, 1.0f, rng)) {
-    for (std::size_t r = 0; r < batch; ++r) {
-      const float* xr = &x[r * 4];
-      target.push_back(std::sin(xr[0]) + xr[1] * xr[2]);
-      target.push_back(xr[3] * xr[3]);
-    }
-  }
-};
-
-// The same training in double on the CPU: returns the final loss.
-double reference_training(const nn::Mlp& mlp, std::vector<double> params, const RegressionData& data,
-                          std::size_t batch, const nn::RegressionStepConfig& config, int steps) {
-  const auto layers = reference_layers(mlp);
-  const std::vector<double> x = to_double(data.x), target = to_double(data.target);
-  std::vector<double> m(params.size(), 0.0), v(params.size(), 0.0), grads(params.size());
-  const std::vector<std::uint8_t> no_decay(params.size(), 0);
-  const reference::AdamWConfig adamw{config.adamw.lr, config.adamw.beta1, config.adamw.beta2,
-                                     config.adamw.eps, 0.0};
-  double loss = 0;
-  for (int step = 1; step <= steps; ++step) {
-    const std::vector<double> y = reference::mlp_forward(layers, batch, params, x);
-    loss = reference::mse_loss(y, target);
-    std::vector<double> dy(y.size());
-    reference::mse_loss_backward(y, target, 1.0, dy, reference::GradMode::Overwrite);
-    std::vector<double> unused_dx(x.size());
-    reference::mlp_backward(layers, batch, params, x, dy, {unused_dx, grads}, reference::GradMode::Overwrite);
-    reference::clip_global_norm(grads, config.max_grad_norm);
-    reference::adamw_step(adamw, static_cast<std::uint64_t>(step), params, grads, m, v, no_decay);
-  }
-  return loss;
-}
 
 TEST(MlpTraining, GraphReplayedStepLearnsMovesNothingAndMatchesEager) {
   RESIDENT_REQUIRE_GPU();
