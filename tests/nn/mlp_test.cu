@@ -1,7 +1,8 @@
 // The MLP composite on the GPU: forward, backward and parameter gradients against the
 // double-precision reference (tests/reference mlp_forward/mlp_backward) on fresh random
 // parameters and inputs; then a whole regression train step (forward, MSE, backward, clip,
-// AdamW) captured into a CUDA graph: replays equal eager steps bit for bit, a loop of replays
+// AdamW), on the cuBLAS and the cuBLASLt backend, captured into a CUDA graph: replays equal eager
+// steps bit for bit, a loop of replays
 // moves no byte between host and device (audit contract), and the model learns: its loss falls
 // below a threshold that the double-precision reference, trained from the same initial
 // parameters on the same data, also reaches.
@@ -9,7 +10,9 @@
 
 #include <cmath>
 #include <cstdio>
+#include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "audit/testing.h"
@@ -45,7 +48,9 @@ struct MlpRig {
   std::unique_ptr<ScratchArena> arena;
 
   MlpRig(std::vector<std::size_t> widths, std::size_t max_batch, std::uint64_t seed)
-      : mlp({.widths = std::move(widths)}, max_batch, slab) {
+      : MlpRig(nn::MlpConfig{.widths = std::move(widths)}, max_batch, seed) {}
+  MlpRig(nn::MlpConfig config, std::size_t max_batch, std::uint64_t seed)
+      : mlp(std::move(config), max_batch, slab) {
     slab.finalize();
     ScratchPlan plan;
     mlp.plan(plan);
@@ -98,8 +103,14 @@ INSTANTIATE_TEST_SUITE_P(
                       std::make_tuple(std::vector<std::size_t>{64, 256, 256, 3}, 256),
                       std::make_tuple(std::vector<std::size_t>{4, 64, 64, 2}, 4096)));
 
-TEST(MlpTraining, GraphReplayedStepLearnsMovesNothingAndMatchesEager) {
+// Both GEMM backends: the default cuBLAS one (unfused MSE, grads zeroed then accumulated) and
+// the opt-in cuBLASLt one (fused MSE; its slab holds the Mlp alone, so grads are overwritten).
+class MlpTraining : public ::testing::TestWithParam<nn::GemmBackend> {};
+
+TEST_P(MlpTraining, GraphReplayedStepLearnsMovesNothingAndMatchesEager) {
   RESIDENT_REQUIRE_GPU();
+  const nn::GemmBackend backend = GetParam();
+  const bool lt = backend == nn::GemmBackend::CublasLt;
   const std::size_t batch = 512;
   const int steps = 300;
   std::mt19937_64 rng(2026);
@@ -110,12 +121,17 @@ TEST(MlpTraining, GraphReplayedStepLearnsMovesNothingAndMatchesEager) {
   nn::RegressionStepConfig config;
   config.adamw.lr = 3e-3;
   config.max_grad_norm = 1.0f;
+  config.fused_mse_loss = lt;
+  const nn::MlpConfig mlp_config{.widths = {4, 64, 64, 2}, .backend = backend};
 
-  MlpRig graphed({4, 64, 64, 2}, batch, 7), eager({4, 64, 64, 2}, batch, 7);
+  MlpRig graphed(mlp_config, batch, 7), eager(mlp_config, batch, 7);
+  for (const std::string& line : graphed.mlp.describe_lt_plans(batch))
+    std::printf("    %s\n", line.c_str());  // cuBLASLt's plans; none for cuBLAS
   const std::vector<double> initial = flat(graphed.mlp, graphed.slab, nn::SlabPart::Params,
                                            graphed.context.stream());
   nn::RegressionStep graph_step(graphed.mlp, graphed.slab, config, d_x.data(), d_target.data(), batch);
   nn::RegressionStep eager_step(eager.mlp, eager.slab, config, d_x.data(), d_target.data(), batch);
+  if (lt) EXPECT_TRUE(graph_step.overwrites_grads()) << "the slab holds the Mlp alone";
   ScalarReadback<float> readback;
   graph_step.run(graphed.context);  // the first step eagerly: its loss is the initial loss
   readback.enqueue(graph_step.loss(), graphed.context.stream());
@@ -145,11 +161,18 @@ TEST(MlpTraining, GraphReplayedStepLearnsMovesNothingAndMatchesEager) {
       << "graph replays and eager steps diverged";
   const double reference_loss = reference_training(graphed.mlp, initial, data, batch, config, steps);
   const double threshold = first_loss / 20.0;
-  std::printf("  loss: first %.5f, GPU after %d steps %.6f, double reference %.6f, threshold %.6f\n",
-              first_loss, steps, last_loss, reference_loss, threshold);
+  std::printf("  loss (%s): first %.5f, GPU after %d steps %.6f, double reference %.6f, "
+              "threshold %.6f\n",
+              nn::to_string(backend), first_loss, steps, last_loss, reference_loss, threshold);
   EXPECT_LT(reference_loss, threshold) << "the reference does not learn: the threshold is wrong";
   EXPECT_LT(last_loss, threshold);
   EXPECT_LT(last_loss, 2.0 * reference_loss + 1e-4);
 }
+
+INSTANTIATE_TEST_SUITE_P(Backends, MlpTraining,
+                         ::testing::Values(nn::GemmBackend::Cublas, nn::GemmBackend::CublasLt),
+                         [](const ::testing::TestParamInfo<nn::GemmBackend>& info) {
+                           return std::string(nn::to_string(info.param));
+                         });
 
 }  // namespace
