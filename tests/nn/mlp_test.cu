@@ -1,9 +1,9 @@
 // The MLP composite on the GPU: forward, backward and parameter gradients against the
 // double-precision reference (tests/reference mlp_forward/mlp_backward) on fresh random
 // parameters and inputs; then a whole regression train step (forward, MSE, backward, clip,
-// AdamW), on the cuBLAS and the cuBLASLt backend, captured into a CUDA graph: replays equal eager
-// steps bit for bit, a loop of replays
-// moves no byte between host and device (audit contract), and the model learns: its loss falls
+// AdamW), on the cuBLAS and the cuBLASLt backend, captured into a CUDA graph: replays equal
+// eager steps bit for bit, a loop of replays moves no byte between host and device (audit
+// contract), and the model learns: its loss falls
 // below a threshold that the double-precision reference, trained from the same initial
 // parameters on the same data, also reaches.
 #include <gtest/gtest.h>
