@@ -11,6 +11,13 @@ namespace resident::kernels {
 
 enum class ActivationKind { Relu, Tanh, Sigmoid, Silu, GeluTanh, Elu, Softplus };
 
+// Kinds whose f' can be formed from y = f(x) alone with the same fp32 operations as from x:
+// ReLU (y > 0 exactly when x > 0) and tanh (1 - y * y with y = tanhf(x), as its derivative is
+// computed from x). Their backward may read the saved output instead of the pre-activation.
+constexpr bool derivative_from_output_exact(ActivationKind kind) {
+  return kind == ActivationKind::Relu || kind == ActivationKind::Tanh;
+}
+
 // One activation and its parameters (the fields of other kinds are ignored).
 //   Relu      max(x, 0); relu'(0) = 0
 //   Tanh      tanh(x)

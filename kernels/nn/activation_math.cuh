@@ -119,6 +119,15 @@ __device__ inline float derivative(float x, const Activation& a) {
     return softplus_derivative(x, a.softplus_beta, a.softplus_threshold);
 }
 
+// f'(x) from y = f(x) for the kinds of derivative_from_output_exact (activation.h) (bit for bit derivative<Kind>(x)); NaN for any other kind
+// (the launchers refuse them before a launch).
+template <ActivationKind Kind>
+__device__ inline float derivative_from_output(float y) {
+  if constexpr (Kind == ActivationKind::Relu) return relu_derivative(y);
+  else if constexpr (Kind == ActivationKind::Tanh) return 1.0f - y * y;
+  else return __int_as_float(0x7fc00000);
+}
+
 template <ActivationKind Kind>
 using KindConstant = std::integral_constant<ActivationKind, Kind>;
 

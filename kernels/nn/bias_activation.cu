@@ -26,7 +26,8 @@ __global__ void bias_activation_forward(float* __restrict__ z, float* __restrict
   }
 }
 
-// dz = da * f'(z), read and written element by element (dz may alias da).
+// dz = da * f'(z), read and written element by element (dz may alias da); `z` holds y = f(z)
+// when from_output.
 template <ActivationKind Kind>
 struct ActivationGradient {
   float* dz;
@@ -34,6 +35,7 @@ struct ActivationGradient {
   const float* da;
   std::size_t cols;
   Activation a;
+  bool from_output;
   struct Loaded {
     float z, da;
   };
@@ -42,7 +44,8 @@ struct ActivationGradient {
     return {z[i], da[i]};
   }
   __device__ float apply(std::size_t r, std::size_t c, Loaded v) const {
-    const float g = v.da * activation_math::derivative<Kind>(v.z, a);
+    const float g = v.da * (from_output ? activation_math::derivative_from_output<Kind>(v.z)
+                                        : activation_math::derivative<Kind>(v.z, a));
     dz[r * cols + c] = g;
     return g;
   }
@@ -52,10 +55,10 @@ template <ActivationKind Kind>
 __global__ void __launch_bounds__(column_tile::kThreads)
     activation_backward_bias_grad(float* dz, float* dbias, const float* z, const float* da,
                                   std::size_t rows, std::size_t cols, unsigned width,
-                                  Activation a, bool accumulate) {
+                                  Activation a, bool accumulate, bool from_output) {
   std::size_t c = 0;
   const float sum = column_tile::sum_block_columns(
-      rows, cols, width, ActivationGradient<Kind>{dz, z, da, cols, a}, c);
+      rows, cols, width, ActivationGradient<Kind>{dz, z, da, cols, a, from_output}, c);
   if (threadIdx.x < width && c < cols && blockIdx.y == 0)
     rowwise::write_grad(dbias + c, sum, accumulate);
 }
@@ -80,14 +83,20 @@ void launch_bias_activation_forward(float* z, float* y, const float* bias, std::
 void launch_activation_backward_bias_grad(float* dz, float* dbias, const float* z, const float* da,
                                           std::size_t rows, std::size_t cols,
                                           const Activation& activation, nn::GradMode mode,
-                                          cudaStream_t stream) {
+                                          cudaStream_t stream, SavedActivation saved) {
   const NvtxRange range("nn/activation_backward_bias_grad");
+  const bool from_output = saved == SavedActivation::Output;
+  if (from_output && !derivative_from_output_exact(activation.kind))
+    throw Error("launch_activation_backward_bias_grad", "invalid argument",
+                "saved = Output needs a ReLU or tanh activation (kind " +
+                    std::to_string(static_cast<int>(activation.kind)) + ")",
+                __FILE__, __LINE__);
   activation_math::dispatch(activation, "activation_backward_bias_grad", [&](auto kind) {
     if (cols == 0) return;
     const column_tile::Shape tile = column_tile::shape_for(rows, cols);
     column_tile::launch(tile, stream, activation_backward_bias_grad<decltype(kind)::value>, dz,
                         dbias, z, da, rows, cols, tile.width, activation,
-                        mode == nn::GradMode::Accumulate);
+                        mode == nn::GradMode::Accumulate, from_output);
   });
 }
 

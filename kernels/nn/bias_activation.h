@@ -20,12 +20,18 @@ void launch_bias_activation_forward(float* z, float* y, const float* bias, std::
                                     std::size_t cols, const Activation& activation,
                                     cudaStream_t stream);
 
+// What the activation backward reads as its `z` argument: the pre-activation z (any kind), or the
+// output y = f(z) (ReLU and tanh only, derivative_from_output_exact in activation.h: f' from y is
+// the same fp32 arithmetic, so the results are the same bits; a forward then need not keep z).
+enum class SavedActivation { PreActivation, Output };
+
 // dz[r, c] = da[r, c] * f'(z[r, c]) (overwritten; dz may alias da) and dbias[c] = sum over r of
 // dz[r, c], overwritten or accumulated as `mode` says, in the fixed order of launch_bias_grad
-// (depends on the shape alone: deterministic, no atomics). One launch.
-void launch_activation_backward_bias_grad(float* dz, float* dbias, const float* z, const float* da,
-                                          std::size_t rows, std::size_t cols,
-                                          const Activation& activation, nn::GradMode mode,
-                                          cudaStream_t stream);
+// (depends on the shape alone: deterministic, no atomics). One launch. With `saved` = Output, the
+// `z` argument holds y = f(z) instead (throws for a kind other than ReLU or tanh).
+void launch_activation_backward_bias_grad(
+    float* dz, float* dbias, const float* z, const float* da, std::size_t rows, std::size_t cols,
+    const Activation& activation, nn::GradMode mode, cudaStream_t stream,
+    SavedActivation saved = SavedActivation::PreActivation);
 
 }  // namespace resident::kernels

@@ -9,7 +9,7 @@
 //
 // The value summed at (r, c) comes from a functor with `load(r, c)` (the global reads, any
 // type) and `apply(r, c, loaded)` (returns the float to add; may write an output, as the fused
-// activation backward does). Each thread issues the loads of 8 of its rows before applying any of
+// activation backward does). Each thread issues the loads of 16 of its rows before applying any of
 // them, so an output may alias an input element for element (dz over da) without __restrict__. Tall matrices get up to kMaxSlices slices per tile, and
 // tiles no narrower than 8 columns (a 32-byte sector per row), so that the PPO minibatch shape
 // (131072 x 64) spreads over 64 blocks instead of walking all rows in a few.
@@ -87,7 +87,7 @@ __device__ inline float sum_block_columns(std::size_t rows, std::size_t cols, un
   column = std::size_t{blockIdx.x} * width + lane;
   float sum = 0.0f;
   if (column < cols) {
-    constexpr unsigned kBatch = 8;
+    constexpr unsigned kBatch = 16;
     const std::size_t stride = std::size_t{groups} * slices;
     for (std::size_t first = std::size_t{blockIdx.y} * groups + group; first < rows;
          first += kBatch * stride) {

@@ -46,7 +46,7 @@ __device__ inline void finish_output(const FusedMlpLayer& layer, bool last, floa
   const float a = activation_math::value<Kind>(z, act);
   out_tile[r * kStride + j] = a;
   if (row < rows) {
-    layer.pre_activation[row * n + j] = z;
+    if (layer.pre_activation != nullptr) layer.pre_activation[row * n + j] = z;
     layer.activation[row * n + j] = a;
   }
 }
@@ -58,27 +58,40 @@ __global__ void __launch_bounds__(kThreads)
   extern __shared__ float4 shared4[];
   float* const shared = reinterpret_cast<float*>(shared4);
   const unsigned tid = threadIdx.x;
-  // Every layer's W^T and bias, loaded once per block: each thread issues a batch of independent
-  // read-only loads before its shared stores (one L2 round trip per batch, not per element).
-  unsigned offset = 0;
-  for (unsigned l = 0; l < mlp.layers; ++l) {
-    const unsigned k_count = mlp.widths[l], n = mlp.widths[l + 1], count = k_count * n;
-    const float* __restrict__ w = mlp.layer[l].weight;
-    constexpr unsigned kBatch = 8;
-    for (unsigned first = tid; first < count; first += kBatch * kThreads) {
-      float loaded[kBatch];
+  // Every layer's W^T and bias, loaded once per block. The region is one flat index space
+  // [W_0^T | b_0 | W_1^T | b_1 | ...] (each part rounded up to 4 floats); each thread issues up
+  // to kLoadBatch independent read-only loads of its elements before any shared store, so the
+  // whole region of a PPO-sized MLP (4.6k floats over 128 threads) arrives in one L2 round trip.
+  const unsigned offset = weight_floats(mlp);
+  constexpr unsigned kLoadBatch = 40;
+  for (unsigned first = tid; first < offset; first += kLoadBatch * kThreads) {
+    float loaded[kLoadBatch];
 #pragma unroll
-      for (unsigned b = 0; b < kBatch; ++b) {
-        const unsigned i = first + b * kThreads, k = i / n, j = i % n;
-        loaded[b] = i < count ? __ldg(w + j * k_count + k) : 0.0f;  // W^T[k][j] = W[j][k]
+    for (unsigned b = 0; b < kLoadBatch; ++b) {
+      loaded[b] = 0.0f;
+      unsigned i = first + b * kThreads;  // index into the region
+      if (i >= offset) continue;
+      for (unsigned l = 0; l < mlp.layers; ++l) {
+        const unsigned k_count = mlp.widths[l], n = mlp.widths[l + 1];
+        const unsigned weight_part = round4(k_count * n), bias_part = round4(n);
+        if (i < k_count * n) {  // W^T[k][j] = W[j][k]
+          const unsigned k = i / n, j = i % n;
+          loaded[b] = __ldg(mlp.layer[l].weight + j * k_count + k);
+          break;
+        }
+        if (i < weight_part) break;  // padding
+        i -= weight_part;
+        if (i < n) {
+          loaded[b] = __ldg(mlp.layer[l].bias + i);
+          break;
+        }
+        if (i < bias_part) break;  // padding
+        i -= bias_part;
       }
-#pragma unroll
-      for (unsigned b = 0; b < kBatch; ++b)
-        if (first + b * kThreads < count) shared[offset + first + b * kThreads] = loaded[b];
     }
-    offset += round4(count);
-    for (unsigned j = tid; j < n; j += kThreads) shared[offset + j] = __ldg(mlp.layer[l].bias + j);
-    offset += round4(n);
+#pragma unroll
+    for (unsigned b = 0; b < kLoadBatch; ++b)
+      if (first + b * kThreads < offset) shared[first + b * kThreads] = loaded[b];
   }
   float* const tile_a = shared + offset;
   float* const tile_b = tile_a + kRows * kStride;
@@ -97,12 +110,12 @@ __global__ void __launch_bounds__(kThreads)
     }
     __syncthreads();
 
-    offset = 0;
+    unsigned layer_offset = 0;
     for (unsigned l = 0; l < mlp.layers; ++l) {
       const unsigned k_count = mlp.widths[l], n = mlp.widths[l + 1];
-      const float* wt = shared + offset;
+      const float* wt = shared + layer_offset;
       const float* bias = wt + round4(k_count * n);
-      offset += round4(k_count * n) + round4(n);
+      layer_offset += round4(k_count * n) + round4(n);
       const bool last = l + 1 == mlp.layers;
       const FusedMlpLayer& layer = mlp.layer[l];
       if (n % 4 == 0) {
@@ -134,7 +147,7 @@ __global__ void __launch_bounds__(kThreads)
               z.z = acc[m][2] + bias[4 * q + 2];
               z.w = acc[m][3] + bias[4 * q + 3];
               const std::size_t row = row0 + r;
-              if (row < rows)
+              if (row < rows && layer.pre_activation != nullptr)
                 *reinterpret_cast<float4*>(layer.pre_activation + row * n + 4 * q) = z;
               if (last) continue;
               a.x = activation_math::value<Kind>(z.x, act);
@@ -200,11 +213,13 @@ void launch_fused_mlp_forward(const FusedMlp& mlp, const float* x, std::size_t r
     const FusedMlpLayer& layer = mlp.layer[l];
     const bool hidden_layer = l + 1 < mlp.layers;
     const std::string name = "layer[" + std::to_string(l) + "]";
-    if (layer.weight == nullptr || layer.bias == nullptr || layer.pre_activation == nullptr ||
-        (hidden_layer && layer.activation == nullptr))
-      invalid(name + ": a weight, bias, pre_activation or (hidden layer) activation is null");
+    if (layer.weight == nullptr || layer.bias == nullptr ||
+        (hidden_layer ? layer.activation == nullptr : layer.pre_activation == nullptr))
+      invalid(name + ": a weight, bias, (last layer) pre_activation or (hidden layer) activation "
+                     "is null");
     if (mlp.widths[l + 1] % 4 == 0 &&
-        (misaligned(layer.pre_activation) || (hidden_layer && misaligned(layer.activation))))
+        ((layer.pre_activation != nullptr && misaligned(layer.pre_activation)) ||
+         (hidden_layer && misaligned(layer.activation))))
       invalid(name + ": outputs of a width that is a multiple of 4 must be 16-byte aligned");
   }
   if (rows == 0) return;

@@ -18,7 +18,7 @@ inline constexpr std::size_t kFusedMlpMaxLayers = 4;
 struct FusedMlpLayer {
   const float* weight = nullptr;     // W [out, in] row-major
   const float* bias = nullptr;       // b [out]
-  float* pre_activation = nullptr;   // z [rows, out], overwritten
+  float* pre_activation = nullptr;   // z [rows, out], overwritten; optional for hidden layers
   float* activation = nullptr;       // a = f(z) [rows, out], overwritten; hidden layers only
 };
 
@@ -33,7 +33,9 @@ bool fused_mlp_forward_supports(std::span<const std::size_t> widths) noexcept;
 
 // For each layer l in order: z_l[r, j] = (sum over k = 0..in-1, in order, of fmaf(in[r, k],
 // W_l[j, k])) + b_l[j], where in = x for l = 0 and a_{l-1} otherwise; hidden layers also write
-// a_l = f(z_l) with f = `hidden` (the last layer has no activation and no `activation` output).
+// a_l = f(z_l) with f = `hidden` (the last layer has no activation and no `activation` output);
+// a hidden layer's z is not written when its pre_activation is null (its backward then derives
+// f' from a: SavedActivation::Output in bias_activation.h).
 // x [rows, widths[0]]. A block holds every layer's weights (transposed) in shared memory and
 // walks 32-row tiles (at most 4 blocks per multiprocessor; the tile's activations also in shared
 // memory); z and a are each written once, the weights read once per block. Deterministic (fixed

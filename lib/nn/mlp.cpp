@@ -129,8 +129,15 @@ void Mlp::bind(ScratchArena& arena) {
     fused_.layers = static_cast<unsigned>(layers());
     for (std::size_t l = 0; l <= layers(); ++l)
       fused_.widths[l] = static_cast<unsigned>(config_.widths[l]);
-    for (std::size_t l = 0; l < layers(); ++l)
-      fused_.layer[l] = {weights_[l], biases_[l], pre_activation_[l], activation_[l]};
+    // ReLU / tanh hidden layers keep only a: their backward forms f' from it (same bits).
+    backward_from_output_ =
+        kernels::derivative_from_output_exact(config_.hidden_activation.kind);
+    for (std::size_t l = 0; l < layers(); ++l) {
+      const bool hidden = l + 1 < layers();
+      fused_.layer[l] = {weights_[l], biases_[l],
+                         hidden && backward_from_output_ ? nullptr : pre_activation_[l],
+                         activation_[l]};
+    }
   }
 }
 
@@ -326,9 +333,12 @@ void Mlp::backward(const StreamContext& context, const float* x, const float* dy
                     GradMode::Overwrite);
     const std::size_t width = config_.widths[l];
     if (config_.bias)
-      kernels::launch_activation_backward_bias_grad(next, bias_grads_[l - 1], pre_activation_[l - 1],
-                                                    next, batch, width, config_.hidden_activation,
-                                                    mode, context.stream());
+      kernels::launch_activation_backward_bias_grad(
+          next, bias_grads_[l - 1],
+          backward_from_output_ ? activation_[l - 1] : pre_activation_[l - 1], next, batch, width,
+          config_.hidden_activation, mode, context.stream(),
+          backward_from_output_ ? kernels::SavedActivation::Output
+                                : kernels::SavedActivation::PreActivation);
     else
       kernels::launch_activation_backward(next, pre_activation_[l - 1], next, batch * width,
                                           config_.hidden_activation, GradMode::Overwrite,

@@ -17,8 +17,9 @@
 //
 // Backends (MlpConfig::backend): Cublas (default) runs cublasSgemm plus the kit's bias and
 // activation kernels; a narrow MLP (biases, every width <= 64, at most 4 layers: the PPO actor
-// and critic) runs its whole forward as one fused kernel instead (same saved tensors; sums in a
-// fixed order of its own, so results equal the GEMM path to rounding, not bit for bit). CublasLt runs every GEMM as one cublasLtMatmul planned at bind() for
+// and critic) runs its whole forward as one fused kernel instead (sums in a fixed order of its
+// own, so results equal the GEMM path to rounding, not bit for bit); with a ReLU or tanh hidden
+// activation it saves only a_l, and the backward forms f' from a_l (the same bits as from z_l). CublasLt runs every GEMM as one cublasLtMatmul planned at bind() for
 // max_batch (prepare_batch() adds other batch sizes, before any capture): a hidden ReLU or GELU
 // (tanh) is fused into its layer's GEMM (RELU_AUX_BIAS / GELU_AUX_BIAS forward, the aux holding
 // the ReLU bit mask or the GELU input; DRELU_BGRAD / DGELU_BGRAD in the next layer's input
@@ -124,6 +125,8 @@ class Mlp {
   // one fused launch (kernels/nn/mlp_forward_fused.h) writing the same z_l and a_l.
   bool fused_forward_ = false;
   kernels::FusedMlp fused_;
+  // Fused forward with ReLU / tanh: hidden z_l are not written; the backward reads a_l instead.
+  bool backward_from_output_ = false;
 };
 
 }  // namespace resident::nn

@@ -19,6 +19,7 @@
 #include "kernels/nn/bias.h"
 #include "kernels/nn/bias_activation.h"
 #include "lib/core/device_buffer.h"
+#include "lib/core/error.h"
 #include "lib/core/stream.h"
 #include "tests/nn/nn_test_support.h"
 #include "tests/reference/nn_reference.h"
@@ -117,6 +118,20 @@ TEST_P(BiasActivationTest, FusedMatchesTheReferenceAndTheUnfusedOps) {
         EXPECT_EQ(got_dz, d_dz_unfused.download()) << "fused dz differs from activation_backward";
         EXPECT_EQ(d_db.download(), d_db_unfused.download()) << "fused db differs from bias_grad";
       }
+      if (kernels::derivative_from_output_exact(kind.kind)) {
+        // f' from the saved output y (the fused MLP forward keeps only y): the same bits, in
+        // place over a fresh copy of da as the MLP runs it.
+        DeviceBuffer<float> d_da_copy(n), d_db_from_y(cols);
+        d_da_copy.upload(da);
+        d_db_from_y.upload(db0);
+        kernels::launch_activation_backward_bias_grad(
+            d_da_copy.data(), d_db_from_y.data(), d_y.data(), d_da_copy.data(), rows, cols,
+            activation, mode, stream.get(), kernels::SavedActivation::Output);
+        stream.synchronize();
+        EXPECT_EQ(got_dz, d_da_copy.download()) << "dz from y differs from dz from z, " << what;
+        EXPECT_EQ(d_db.download(), d_db_from_y.download())
+            << "db from y differs from db from z, " << what;
+      }
     }
   }
 }
@@ -135,5 +150,23 @@ INSTANTIATE_TEST_SUITE_P(
                                          Shape{40000, 3}, Shape{7, 1025},
                                          Shape{131072, 64}, Shape{100003, 1})),
     case_name);
+
+TEST(BiasActivationArguments, OutputDerivativeOnlyForReluAndTanh) {
+  // Refused before any launch (CPU test).
+  try {
+    kernels::launch_activation_backward_bias_grad(nullptr, nullptr, nullptr, nullptr, 4, 4,
+                                                  Activation{ActivationKind::GeluTanh},
+                                                  nn::GradMode::Overwrite, nullptr,
+                                                  kernels::SavedActivation::Output);
+    ADD_FAILURE() << "GELU with the saved output was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("saved = Output needs a ReLU or tanh"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_TRUE(kernels::derivative_from_output_exact(ActivationKind::Relu));
+  EXPECT_TRUE(kernels::derivative_from_output_exact(ActivationKind::Tanh));
+  EXPECT_FALSE(kernels::derivative_from_output_exact(ActivationKind::Sigmoid));
+  EXPECT_FALSE(kernels::derivative_from_output_exact(ActivationKind::GeluTanh));
+}
 
 }  // namespace

@@ -11,6 +11,7 @@
 // field (CPU test: the checks come before any launch).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
 #include <random>
 #include <iterator>
@@ -120,6 +121,55 @@ INSTANTIATE_TEST_SUITE_P(
                                          Case{{3, 1}, 5}, Case{{1, 1}, 1},
                                          Case{{64, 12, 8, 64}, 200})),
     case_name);
+
+// A hidden layer's z may be left out (the MLP does so for ReLU / tanh): nothing is written there,
+// and every a and the output are the same bits as with z kept.
+TEST(FusedMlpForwardOptionalZ, HiddenPreActivationsCanBeSkipped) {
+  RESIDENT_REQUIRE_GPU();
+  const std::vector<std::size_t> widths{4, 64, 12, 2};
+  const std::size_t rows = 100, layers = widths.size() - 1;
+  std::mt19937_64 rng(2024);
+  Stream stream;
+  DeviceBuffer<float> d_x(rows * widths[0]);
+  d_x.upload(random_floats(rows * widths[0], -1.0f, 1.0f, rng));
+  std::vector<DeviceBuffer<float>> d_w, d_b, d_z[2], d_a[2];
+  for (std::size_t l = 0; l < layers; ++l) {
+    const std::size_t in = widths[l], out = widths[l + 1];
+    d_w.emplace_back(out * in);
+    d_w.back().upload(random_floats(out * in, -1.0f, 1.0f, rng));
+    d_b.emplace_back(out);
+    d_b.back().upload(random_floats(out, -0.5f, 0.5f, rng));
+    for (int run = 0; run < 2; ++run) {
+      d_z[run].emplace_back(rows * out);
+      d_a[run].emplace_back(rows * out);
+      d_z[run].back().upload(nans(rows * out));
+      d_a[run].back().upload(nans(rows * out));
+    }
+  }
+  for (int run = 0; run < 2; ++run) {
+    kernels::FusedMlp mlp;
+    mlp.layers = static_cast<unsigned>(layers);
+    for (std::size_t l = 0; l <= layers; ++l) mlp.widths[l] = static_cast<unsigned>(widths[l]);
+    for (std::size_t l = 0; l < layers; ++l) {
+      const bool hidden = l + 1 < layers;
+      mlp.layer[l] = {d_w[l].data(), d_b[l].data(),
+                      run == 1 && hidden ? nullptr : d_z[run][l].data(),
+                      hidden ? d_a[run][l].data() : nullptr};
+    }
+    kernels::launch_fused_mlp_forward(mlp, d_x.data(), rows, Activation{ActivationKind::Tanh},
+                                      stream.get());
+  }
+  stream.synchronize();
+  for (std::size_t l = 0; l < layers; ++l) {
+    const bool hidden = l + 1 < layers;
+    if (hidden) {
+      EXPECT_EQ(d_a[0][l].download(), d_a[1][l].download()) << "layer " << l << " a";
+      for (const float v : d_z[1][l].download()) ASSERT_TRUE(std::isnan(v)) << "z written";
+    } else {
+      EXPECT_EQ(d_z[0][l].download(), d_z[1][l].download()) << "output";
+    }
+  }
+}
 
 // ----- argument checks (CPU: they throw before any launch)
 

@@ -58,4 +58,10 @@ void launch_ppo_loss(PpoLossGrads grads, float* metrics, float* metric_sums, flo
                      std::uint64_t* counter, PpoLossInputs inputs, std::size_t batch,
                      PpoLossCoefficients coefficients, cudaStream_t stream);
 
+// Pass 2 alone, over the ppo_loss_blocks(batch) partials a first pass wrote (launch_ppo_loss's,
+// or the fused one of categorical_ppo_loss.h): metrics overwritten, metric_sums accumulated,
+// *counter += 1, as above. One block; deterministic; capturable. B >= 1.
+void launch_ppo_loss_finalize(float* metrics, float* metric_sums, std::uint64_t* counter,
+                              const float* partials, std::size_t batch, cudaStream_t stream);
+
 }  // namespace resident::kernels::ppo

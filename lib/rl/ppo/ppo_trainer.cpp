@@ -4,7 +4,7 @@
 #include <cmath>
 #include <string>
 
-#include "kernels/nn/categorical.h"
+#include "kernels/rl/ppo/categorical_ppo_loss.h"
 #include "kernels/rl/ppo/gae.h"
 #include "kernels/rl/ppo/gather_minibatch.h"
 #include "kernels/rl/ppo/normalize_advantages.h"
@@ -115,10 +115,6 @@ PpoTrainer::PpoTrainer(const PpoConfig& config, VectorEnv& env)
   mb_returns_ = DeviceBuffer<float>(batch_);
   mb_values_ = DeviceBuffer<float>(batch_);
   mb_actions_ = DeviceBuffer<std::int32_t>(batch_);
-  new_log_prob_ = DeviceBuffer<float>(batch_);
-  entropy_ = DeviceBuffer<float>(batch_);
-  d_log_prob_ = DeviceBuffer<float>(batch_);
-  d_entropy_ = DeviceBuffer<float>(batch_);
   d_value_ = DeviceBuffer<float>(batch_);
   d_logits_ = DeviceBuffer<float>(batch_ * actions_count_);
   metrics_ = DeviceBuffer<float>(kp::kPpoMetrics);
@@ -223,20 +219,15 @@ void PpoTrainer::train_minibatch() {
   slab_.zero_grads(s);
   const float* logits = actor_->forward(context_, mb_observations_.data(), batch_);
   const float* values = critic_->forward(context_, mb_observations_.data(), batch_);
-  kernels::launch_categorical_forward(new_log_prob_.data(), entropy_.data(), logits,
-                                      mb_actions_.data(), batch_, actions_count_, s);
   const kp::PpoLossCoefficients coefficients{static_cast<float>(config_.clip_coef),
                                              config_.clip_value_loss,
                                              static_cast<float>(config_.entropy_coef),
                                              static_cast<float>(config_.value_coef)};
-  kp::launch_ppo_loss({d_log_prob_.data(), d_entropy_.data(), d_value_.data()}, metrics_.data(),
-                      metric_sums_.data(), loss_partials_.data(), counters_.data() + 2,
-                      {new_log_prob_.data(), entropy_.data(), values, mb_log_prob_.data(),
-                       mb_advantages_.data(), mb_returns_.data(), mb_values_.data()},
-                      batch_, coefficients, s);
-  kernels::launch_categorical_backward(d_logits_.data(), logits, mb_actions_.data(),
-                                       d_log_prob_.data(), d_entropy_.data(), batch_,
-                                       actions_count_, nn::GradMode::Overwrite, s);
+  kp::launch_categorical_ppo_loss(d_logits_.data(), d_value_.data(), metrics_.data(),
+                                  metric_sums_.data(), loss_partials_.data(), counters_.data() + 2,
+                                  {logits, mb_actions_.data(), values, mb_log_prob_.data(),
+                                   mb_advantages_.data(), mb_returns_.data(), mb_values_.data()},
+                                  batch_, actions_count_, coefficients, s);
   actor_->backward(context_, mb_observations_.data(), d_logits_.data(), nullptr, batch_);
   critic_->backward(context_, mb_observations_.data(), d_value_.data(), nullptr, batch_);
   slab_.clip_and_adamw_step(static_cast<float>(config_.max_grad_norm), adamw_, s);

@@ -9,8 +9,9 @@
 //     (values [T + 1, N] and the truncation bootstraps V(final_observation) [T, N]), GAE in one
 //     kernel, advantage normalization over the rollout, episode statistics;
 //   K epochs: a device permutation (Philox keys, CUB radix sort), then M capturable minibatch
-//     updates: gather -> actor and critic forward -> categorical log-prob/entropy -> clipped
-//     loss, its gradients and metrics -> categorical backward -> both backwards -> global-norm
+//     updates: gather -> actor and critic forward -> one fused pass from the logits (categorical
+//     log-prob/entropy, clipped loss, its gradients and metrics, categorical backward:
+//     categorical_ppo_loss.h) and the loss finalize -> both backwards -> global-norm
 //     clip and AdamW (two kernels), the lr annealed by the slab's device-side schedule
 //     (adamw_config(): one lr per update, from the AdamW step counter);
 //   summary: the update's mean losses and the episodic return on the device.
@@ -144,7 +145,7 @@ class PpoTrainer {
   DeviceBuffer<std::byte> sort_temp_;
   DeviceBuffer<float> mb_observations_, mb_log_prob_, mb_advantages_, mb_returns_, mb_values_;
   DeviceBuffer<std::int32_t> mb_actions_;
-  DeviceBuffer<float> new_log_prob_, entropy_, d_log_prob_, d_entropy_, d_value_, d_logits_;
+  DeviceBuffer<float> d_value_, d_logits_;
   DeviceBuffer<float> metrics_, metric_sums_, update_metrics_, loss_partials_;
   DeviceBuffer<kernels::ppo::EpisodeSummary> summary_;
   DeviceBuffer<float> probabilities_;  // host-staged: [N, A]

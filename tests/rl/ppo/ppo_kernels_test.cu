@@ -3,16 +3,21 @@
 // softmax, with a negative control the same test rejects; stored log-probs; actions equal to the
 // CPU replica of the draw), GAE with terminations and truncations, advantage normalization, the
 // device permutation (exact), the clipped loss, its gradients and metrics (also through the
-// categorical backward to the logits), and the transition store and minibatch gather (exact).
+// categorical backward to the logits), the fused categorical loss (the same bits as the
+// categorical forward -> loss -> categorical backward sequence), and the transition store and
+// minibatch gather (exact).
 // (The learning-rate annealing is the slab's AdamW schedule: tests/nn/adamw_test.cu.)
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <random>
 #include <vector>
 
 #include "kernels/nn/categorical.h"
+#include "kernels/rl/ppo/categorical_ppo_loss.h"
 #include "kernels/rl/ppo/gae.h"
 #include "kernels/rl/ppo/gather_minibatch.h"
 #include "kernels/rl/ppo/normalize_advantages.h"
@@ -21,6 +26,7 @@
 #include "kernels/rl/ppo/sample_actions.h"
 #include "kernels/rl/ppo/store_transition.h"
 #include "lib/core/device_buffer.h"
+#include "lib/core/error.h"
 #include "lib/core/philox.h"
 #include "lib/core/stream.h"
 #include "tests/nn/nn_test_support.h"
@@ -311,6 +317,134 @@ TEST_P(PpoLossKernel, LossGradientsAndMetricsMatchTheReference) {
 INSTANTIATE_TEST_SUITE_P(Shapes, PpoLossKernel,
                          ::testing::Combine(::testing::Values(1, 255, 1024, 1025, 131072),
                                             ::testing::Bool()));
+
+// ----- the fused categorical loss
+
+std::vector<std::uint32_t> bits(const std::vector<float>& v) {
+  std::vector<std::uint32_t> b(v.size());
+  std::memcpy(b.data(), v.data(), v.size() * sizeof(float));
+  return b;
+}
+
+std::size_t non_finite(const std::vector<float>& v) {
+  std::size_t n = 0;
+  for (float x : v) n += std::isfinite(x) ? 0 : 1;
+  return n;
+}
+
+// (batch, actions, clip_value_loss). Batches: one row, a partial tile, five blocks of four
+// 256-row tiles (the last one partial), 129 blocks of three or four tiles; actions: the row groups
+// of 4 (1, 2), 8 (7) lanes and a whole block (1030).
+class PpoCategoricalLoss
+    : public ::testing::TestWithParam<std::tuple<std::size_t, std::size_t, bool>> {};
+
+TEST_P(PpoCategoricalLoss, EqualsTheThreeKernelSequenceBitForBit) {
+  RESIDENT_REQUIRE_GPU();
+  const auto [batch, cols, clip_values] = GetParam();
+  std::mt19937_64 rng(batch * 7919 + cols * 2 + (clip_values ? 1 : 0));
+  const std::vector<float> logits = random_floats(batch * cols, -2.5f, 2.5f, rng);
+  std::vector<std::int32_t> actions(batch);
+  for (auto& a : actions) a = static_cast<std::int32_t>(rng() % cols);
+  // Old log-probs near the new ones, so that both clip branches and both sides occur.
+  const std::vector<double> lp_ref =
+      reference::categorical_log_prob(batch, cols, to_double(logits), actions);
+  const std::vector<float> noise = random_floats(batch, -0.45f, 0.45f, rng);
+  std::vector<float> old_lp(batch);
+  for (std::size_t i = 0; i < batch; ++i) old_lp[i] = static_cast<float>(lp_ref[i]) + noise[i];
+  const std::vector<float> adv = random_floats(batch, -2.0f, 2.0f, rng);
+  const std::vector<float> ret = random_floats(batch, -3.0f, 3.0f, rng);
+  const std::vector<float> old_v = random_floats(batch, -3.0f, 3.0f, rng);
+  const std::vector<float> dv = random_floats(batch, -0.4f, 0.4f, rng);
+  std::vector<float> v(batch);
+  for (std::size_t i = 0; i < batch; ++i) v[i] = old_v[i] + dv[i];
+  const std::vector<float> sums0 = random_floats(kp::kPpoMetrics, -1.0f, 1.0f, rng);
+  const std::size_t partials_count = kp::ppo_loss_blocks(batch) * kp::kPpoMetrics;
+  const kp::PpoLossCoefficients k{0.2f, clip_values, 0.01f, 0.5f};
+
+  StreamContext ctx;
+  DeviceBuffer<float> d_logits = test::to_device(logits), d_old_lp = test::to_device(old_lp),
+                      d_adv = test::to_device(adv), d_ret = test::to_device(ret),
+                      d_old_v = test::to_device(old_v), d_v = test::to_device(v);
+  DeviceBuffer<std::int32_t> d_actions = test::to_device(actions);
+
+  // The three-kernel sequence.
+  DeviceBuffer<float> lp = test::to_device(nans(batch)), ent = test::to_device(nans(batch));
+  DeviceBuffer<float> g_lp = test::to_device(nans(batch)), g_ent = test::to_device(nans(batch));
+  DeviceBuffer<float> want_v = test::to_device(nans(batch));
+  DeviceBuffer<float> want_logits = test::to_device(nans(batch * cols));
+  DeviceBuffer<float> want_metrics = test::to_device(nans(kp::kPpoMetrics));
+  DeviceBuffer<float> want_sums = test::to_device(sums0);
+  DeviceBuffer<float> want_partials = test::to_device(nans(partials_count));
+  DeviceBuffer<std::uint64_t> want_counter = test::to_device(std::vector<std::uint64_t>{41});
+  kernels::launch_categorical_forward(lp.data(), ent.data(), d_logits.data(), d_actions.data(),
+                                      batch, cols, ctx.stream());
+  kp::launch_ppo_loss({g_lp.data(), g_ent.data(), want_v.data()}, want_metrics.data(),
+                      want_sums.data(), want_partials.data(), want_counter.data(),
+                      {lp.data(), ent.data(), d_v.data(), d_old_lp.data(), d_adv.data(),
+                       d_ret.data(), d_old_v.data()},
+                      batch, k, ctx.stream());
+  kernels::launch_categorical_backward(want_logits.data(), d_logits.data(), d_actions.data(),
+                                       g_lp.data(), g_ent.data(), batch, cols,
+                                       nn::GradMode::Overwrite, ctx.stream());
+
+  // The fused pass.
+  DeviceBuffer<float> got_v = test::to_device(nans(batch));
+  DeviceBuffer<float> got_logits = test::to_device(nans(batch * cols));
+  DeviceBuffer<float> got_metrics = test::to_device(nans(kp::kPpoMetrics));
+  DeviceBuffer<float> got_sums = test::to_device(sums0);
+  DeviceBuffer<float> got_partials = test::to_device(nans(partials_count));
+  DeviceBuffer<std::uint64_t> got_counter = test::to_device(std::vector<std::uint64_t>{41});
+  kp::launch_categorical_ppo_loss(got_logits.data(), got_v.data(), got_metrics.data(),
+                                  got_sums.data(), got_partials.data(), got_counter.data(),
+                                  {d_logits.data(), d_actions.data(), d_v.data(), d_old_lp.data(),
+                                   d_adv.data(), d_ret.data(), d_old_v.data()},
+                                  batch, cols, k, ctx.stream());
+  ctx.synchronize();
+
+  const std::vector<float> want_d_logits = want_logits.download();
+  const std::vector<float> got_d_logits = got_logits.download();
+  const std::vector<float> want_d_value = want_v.download(), got_d_value = got_v.download();
+  const std::vector<float> want_m = want_metrics.download(), got_m = got_metrics.download();
+  std::printf("  batch %zu, %zu actions, clip_value_loss %d: %zu d_logits, %zu d_value, "
+              "%zu partials, %zu metrics compared bit for bit (policy loss %.6g, clip fraction "
+              "%.3g)\n",
+              batch, cols, clip_values ? 1 : 0, got_d_logits.size(), got_d_value.size(),
+              partials_count, got_m.size(), static_cast<double>(want_m[kp::kPolicyLoss]),
+              static_cast<double>(want_m[kp::kClipFraction]));
+  EXPECT_EQ(non_finite(want_d_logits) + non_finite(want_d_value) + non_finite(want_m), 0u)
+      << "the three-kernel sequence left a value unwritten or non-finite";
+  EXPECT_EQ(bits(got_d_logits), bits(want_d_logits)) << "d_logits";
+  EXPECT_EQ(bits(got_d_value), bits(want_d_value)) << "d_value";
+  EXPECT_EQ(bits(got_partials.download()), bits(want_partials.download())) << "partials";
+  EXPECT_EQ(bits(got_m), bits(want_m)) << "metrics";
+  EXPECT_EQ(bits(got_sums.download()), bits(want_sums.download())) << "metric sums";
+  EXPECT_EQ(got_counter.download()[0], 42u);
+  EXPECT_EQ(want_counter.download()[0], 42u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, PpoCategoricalLoss,
+                         ::testing::Combine(::testing::Values(1, 33, 5000),
+                                            ::testing::Values(1, 2, 7, 1030),
+                                            ::testing::Bool()));
+INSTANTIATE_TEST_SUITE_P(Large, PpoCategoricalLoss,
+                         ::testing::Combine(::testing::Values(131073), ::testing::Values(2, 7),
+                                            ::testing::Bool()));
+
+TEST(PpoCategoricalLoss, RejectsAnEmptyBatchNoActionsAndANonPositiveClip) {
+  const kp::CategoricalPpoLossInputs none{};
+  const kp::PpoLossCoefficients k{};
+  kp::PpoLossCoefficients no_clip{};
+  no_clip.clip = 0.0f;
+  EXPECT_THROW(kp::launch_categorical_ppo_loss(nullptr, nullptr, nullptr, nullptr, nullptr,
+                                               nullptr, none, 0, 2, k, nullptr),
+               Error);
+  EXPECT_THROW(kp::launch_categorical_ppo_loss(nullptr, nullptr, nullptr, nullptr, nullptr,
+                                               nullptr, none, 4, 0, k, nullptr),
+               Error);
+  EXPECT_THROW(kp::launch_categorical_ppo_loss(nullptr, nullptr, nullptr, nullptr, nullptr,
+                                               nullptr, none, 4, 2, no_clip, nullptr),
+               Error);
+}
 
 // ----- store, gather
 
