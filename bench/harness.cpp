@@ -123,8 +123,9 @@ TimedPhase::~TimedPhase() {
 
 void TimedPhase::record_start() { check_cuda(cudaEventRecord(start_, stream_), "cudaEventRecord"); }
 
-void TimedPhase::record_stop_and_set_time() {
-  check_cuda(cudaEventRecord(stop_, stream_), "cudaEventRecord");
+void TimedPhase::record_stop() { check_cuda(cudaEventRecord(stop_, stream_), "cudaEventRecord"); }
+
+void TimedPhase::wait_and_set_time() {
   check_cuda(cudaEventSynchronize(stop_), "cudaEventSynchronize");
   float ms = 0;
   check_cuda(cudaEventElapsedTime(&ms, start_, stop_), "cudaEventElapsedTime");

@@ -51,15 +51,18 @@ class TimedPhase {
     if (audit::Tracer::instance().running()) audit::Tracer::instance().reset();
   }
 
-  // One timed iteration: events around `body` inside the audit phase, then a wait outside it.
+  // One timed iteration: inside the audit phase, CUDA events bracket `body` alone (the phase's
+  // own NVTX push/pop, and the audit callbacks on them, stay outside the timed window); then
+  // the wait for the stop event, outside the phase (a sync the contracts do not allow).
   template <class Body>
   void iteration(Body&& body) {
-    record_start();
     {
       const audit::Phase phase(phase_);
+      record_start();
       body();
+      record_stop();
     }
-    record_stop_and_set_time();
+    wait_and_set_time();
   }
 
   // Attaches the audit counters (per iteration) and the contract to the row.
@@ -72,7 +75,8 @@ class TimedPhase {
 
  private:
   void record_start();
-  void record_stop_and_set_time();
+  void record_stop();
+  void wait_and_set_time();
   void wait();
 
   benchmark::State& state_;
