@@ -23,10 +23,8 @@ RegressionStep::RegressionStep(Mlp& mlp, ParamSlab& slab, RegressionStepConfig c
     RESIDENT_CUDA_CHECK(cudaMemset(loss_counter_.data(), 0, loss_counter_.bytes()));  // setup
     RESIDENT_CUDA_CHECK(cudaDeviceSynchronize());
   }
-  if (mlp_.config().backend == GemmBackend::CublasLt) {
-    mlp_.prepare_batch(batch_);
-    overwrite_grads_ = slab_holds_only(mlp_, slab_);
-  }
+  if (mlp_.config().backend == GemmBackend::CublasLt) mlp_.prepare_batch(batch_);
+  overwrite_grads_ = slab_holds_only(mlp_, slab_);
 }
 
 bool RegressionStep::slab_holds_only(const Mlp& mlp, const ParamSlab& slab) {

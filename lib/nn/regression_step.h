@@ -1,11 +1,11 @@
 // RegressionStep: one supervised train step of an Mlp on an MSE loss, everything on the device:
 //   zero grads -> forward -> MSE loss (device scalar) -> dLoss/dy -> backward -> global-norm
 //   clip and fused AdamW (ParamSlab::clip_and_adamw_step: two kernels).
-// Opt-in shortcuts: fused_mse_loss computes the loss and dLoss/dy in one launch
-// (kernels/nn/mse_loss_fused.h; same loss bits, same gradient formula); with the Mlp's CublasLt
-// backend and a slab that holds the Mlp's tensors alone, the backward overwrites the grads
-// (GradMode::Overwrite, which also lets the bias gradients fuse into the GEMMs) and the zeroing
-// memset is skipped (the slab's padding stays 0 from finalize()).
+// Shortcuts: fused_mse_loss (default on) computes the loss and dLoss/dy in one launch
+// (kernels/nn/mse_loss_fused.h; same loss bits, same gradient formula); when the slab holds the
+// Mlp's tensors alone, the backward overwrites the grads (GradMode::Overwrite: every grad is
+// written exactly once; with CublasLt it also lets the bias gradients fuse into the GEMMs) and
+// the zeroing memset is skipped (the slab's padding stays 0 from finalize()).
 // No allocation, no copy, no host synchronization: the whole step is capturable into a CUDA
 // graph (capture()), and the loss stays on the device until a ScalarReadback reads it.
 #pragma once
@@ -22,7 +22,7 @@ namespace resident::nn {
 struct RegressionStepConfig {
   AdamWConfig adamw{};
   float max_grad_norm = 1.0f;
-  bool fused_mse_loss = false;  // one launch for the loss and its gradient
+  bool fused_mse_loss = true;  // one launch for the loss and its gradient (false: three)
 };
 
 class RegressionStep {
