@@ -21,10 +21,18 @@ namespace {
 
 constexpr unsigned kThreads = 128;
 constexpr unsigned kRows = 32;
-constexpr unsigned kStride = kFusedMlpMaxWidth + 1;
 constexpr unsigned kRowsPerPass = 4;
 
 __host__ __device__ constexpr unsigned round4(unsigned n) { return (n + 3u) & ~3u; }
+
+// Row stride of the activation tiles: the widest layer + 1 (odd for even widths: the rows a warp
+// reads sit in different banks).
+__host__ __device__ inline unsigned tile_stride(const FusedMlp& mlp) {
+  unsigned widest = 0;
+  for (unsigned l = 0; l <= mlp.layers; ++l)
+    widest = mlp.widths[l] > widest ? mlp.widths[l] : widest;
+  return widest + 1;
+}
 
 // Floats of the weight region (every layer's W^T and bias, each rounded up to 4 floats).
 __host__ __device__ inline unsigned weight_floats(const FusedMlp& mlp) {
@@ -37,14 +45,14 @@ __host__ __device__ inline unsigned weight_floats(const FusedMlp& mlp) {
 template <ActivationKind Kind>
 __device__ inline void finish_output(const FusedMlpLayer& layer, bool last, float* out_tile,
                                      std::size_t row0, std::size_t rows, unsigned r, unsigned j,
-                                     unsigned n, float z, const Activation& act) {
+                                     unsigned n, unsigned stride, float z, const Activation& act) {
   const std::size_t row = row0 + r;
   if (last) {
     if (row < rows) layer.pre_activation[row * n + j] = z;
     return;
   }
   const float a = activation_math::value<Kind>(z, act);
-  out_tile[r * kStride + j] = a;
+  out_tile[r * stride + j] = a;
   if (row < rows) {
     if (layer.pre_activation != nullptr) layer.pre_activation[row * n + j] = z;
     layer.activation[row * n + j] = a;
@@ -93,8 +101,9 @@ __global__ void __launch_bounds__(kThreads)
     for (unsigned b = 0; b < kLoadBatch; ++b)
       if (first + b * kThreads < offset) shared[first + b * kThreads] = loaded[b];
   }
+  const unsigned stride = tile_stride(mlp);
   float* const tile_a = shared + offset;
-  float* const tile_b = tile_a + kRows * kStride;
+  float* const tile_b = tile_a + kRows * stride;
   const unsigned in0 = mlp.widths[0];
   const std::size_t tiles = (rows + kRows - 1) / kRows;
   // Tiles of kRows rows, strided over the grid (the weights stay in shared memory).
@@ -106,7 +115,7 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();  // the previous tile's reads of tile_a / tile_b are done
     for (unsigned i = tid; i < kRows * in0; i += kThreads) {
       const unsigned r = i / in0, k = i % in0;
-      in_tile[r * kStride + k] = row0 + r < rows ? x[(row0 + r) * in0 + k] : 0.0f;
+      in_tile[r * stride + k] = row0 + r < rows ? x[(row0 + r) * in0 + k] : 0.0f;
     }
     __syncthreads();
 
@@ -130,7 +139,7 @@ __global__ void __launch_bounds__(kThreads)
   #pragma unroll
               for (unsigned m = 0; m < kRowsPerPass; ++m) {
                 const unsigned r = r0 + m * groups;
-                const float a = r < kRows ? in_tile[r * kStride + k] : 0.0f;
+                const float a = r < kRows ? in_tile[r * stride + k] : 0.0f;
                 acc[m][0] = fmaf(a, w.x, acc[m][0]);
                 acc[m][1] = fmaf(a, w.y, acc[m][1]);
                 acc[m][2] = fmaf(a, w.z, acc[m][2]);
@@ -154,7 +163,7 @@ __global__ void __launch_bounds__(kThreads)
               a.y = activation_math::value<Kind>(z.y, act);
               a.z = activation_math::value<Kind>(z.z, act);
               a.w = activation_math::value<Kind>(z.w, act);
-              float* tile_row = out_tile + r * kStride + 4 * q;
+              float* tile_row = out_tile + r * stride + 4 * q;
               tile_row[0] = a.x;
               tile_row[1] = a.y;
               tile_row[2] = a.z;
@@ -170,8 +179,9 @@ __global__ void __launch_bounds__(kThreads)
           for (unsigned r = g; r < kRows; r += groups) {
             float acc = 0.0f;
             for (unsigned k = 0; k < k_count; ++k)
-              acc = fmaf(in_tile[r * kStride + k], wt[k * n + j], acc);
-            finish_output<Kind>(layer, last, out_tile, row0, rows, r, j, n, acc + bias[j], act);
+              acc = fmaf(in_tile[r * stride + k], wt[k * n + j], acc);
+            finish_output<Kind>(layer, last, out_tile, row0, rows, r, j, n, stride, acc + bias[j],
+                               act);
           }
         }
       }
@@ -189,6 +199,10 @@ __global__ void __launch_bounds__(kThreads)
 
 bool misaligned(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 != 0; }
 
+std::size_t shared_bytes_of(const FusedMlp& mlp) {
+  return (weight_floats(mlp) + 2 * kRows * tile_stride(mlp)) * sizeof(float);
+}
+
 }  // namespace
 
 bool fused_mlp_forward_supports(std::span<const std::size_t> widths) noexcept {
@@ -196,6 +210,27 @@ bool fused_mlp_forward_supports(std::span<const std::size_t> widths) noexcept {
   for (const std::size_t w : widths)
     if (w == 0 || w > kFusedMlpMaxWidth) return false;
   return true;
+}
+
+std::size_t fused_mlp_forward_shared_bytes(std::span<const std::size_t> widths) {
+  if (!fused_mlp_forward_supports(widths))
+    invalid("widths: 2 to " + std::to_string(kFusedMlpMaxLayers + 1) + " of them, each in [1, " +
+            std::to_string(kFusedMlpMaxWidth) + "]");
+  FusedMlp mlp;
+  mlp.layers = static_cast<unsigned>(widths.size() - 1);
+  for (std::size_t l = 0; l < widths.size(); ++l) mlp.widths[l] = static_cast<unsigned>(widths[l]);
+  return shared_bytes_of(mlp);
+}
+
+std::size_t fused_mlp_forward_shared_limit() {
+  static const std::size_t limit = [] {
+    int device = 0, bytes = 0;
+    RESIDENT_CUDA_CHECK(cudaGetDevice(&device));
+    RESIDENT_CUDA_CHECK(
+        cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    return static_cast<std::size_t>(bytes);
+  }();
+  return limit;
 }
 
 void launch_fused_mlp_forward(const FusedMlp& mlp, const float* x, std::size_t rows,
@@ -233,7 +268,11 @@ void launch_fused_mlp_forward(const FusedMlp& mlp, const float* x, std::size_t r
   }();
   const std::size_t tiles = (rows + kRows - 1) / kRows;
   const std::size_t blocks = std::min<std::size_t>(tiles, std::size_t{4} * multiprocessors);
-  const std::size_t shared_bytes = (weight_floats(mlp) + 2 * kRows * kStride) * sizeof(float);
+  const std::size_t shared_bytes = shared_bytes_of(mlp);
+  if (shared_bytes > fused_mlp_forward_shared_limit())
+    invalid("the weights and tiles need " + std::to_string(shared_bytes) +
+            " bytes of shared memory, the device allows " +
+            std::to_string(fused_mlp_forward_shared_limit()) + " per block");
   activation_math::dispatch(hidden, "launch_fused_mlp_forward", [&](auto kind) {
     const auto kernel = fused_mlp_forward<decltype(kind)::value>;
     // Host-side attribute (no stream work): needed above the default 48 KiB.

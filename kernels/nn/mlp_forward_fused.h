@@ -1,6 +1,7 @@
 // Fused forward of a narrow MLP (kernels/nn/mlp_forward_fused.cu): every layer of a row tile in
 // one launch, instead of a GEMM, a bias-activation and a bias kernel per layer. Used by nn::Mlp
-// when every width is <= kFusedMlpMaxWidth (the PPO actor/critic 4-64-64-A: 6 launches become 1).
+// when every width is <= kFusedMlpMaxWidth and the weights fit in shared memory (the PPO
+// actor/critic 4-64-64-A and the DQN Q-network 64-128-128-3: 6 launches become 1).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -12,7 +13,7 @@
 
 namespace resident::kernels {
 
-inline constexpr std::size_t kFusedMlpMaxWidth = 64;
+inline constexpr std::size_t kFusedMlpMaxWidth = 128;
 inline constexpr std::size_t kFusedMlpMaxLayers = 4;
 
 struct FusedMlpLayer {
@@ -28,8 +29,15 @@ struct FusedMlp {
   FusedMlpLayer layer[kFusedMlpMaxLayers] = {};
 };
 
-// Whether launch_fused_mlp_forward takes an MLP of these widths ({in, ..., out}).
+// Whether launch_fused_mlp_forward takes an MLP of these widths ({in, ..., out}) by shape (the
+// shared-memory size is checked apart: fused_mlp_forward_shared_bytes against the limit).
 bool fused_mlp_forward_supports(std::span<const std::size_t> widths) noexcept;
+
+// Dynamic shared memory of a launch for these widths (throws for unsupported widths), and the
+// device's per-block opt-in limit (queried once). Above 48 KB the launcher opts in; ncu cannot
+// replay a graph node that did (it fails with LaunchFailed), so profile PPO-sized MLPs.
+std::size_t fused_mlp_forward_shared_bytes(std::span<const std::size_t> widths);
+std::size_t fused_mlp_forward_shared_limit();
 
 // For each layer l in order: z_l[r, j] = (sum over k = 0..in-1, in order, of fmaf(in[r, k],
 // W_l[j, k])) + b_l[j], where in = x for l = 0 and a_{l-1} otherwise; hidden layers also write

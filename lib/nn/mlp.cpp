@@ -123,7 +123,9 @@ void Mlp::bind(ScratchArena& arena) {
     prepare_batch(max_batch_);
   }
   fused_forward_ = config_.backend == GemmBackend::Cublas && config_.bias &&
-                   kernels::fused_mlp_forward_supports(config_.widths);
+                   kernels::fused_mlp_forward_supports(config_.widths) &&
+                   kernels::fused_mlp_forward_shared_bytes(config_.widths) <=
+                       kernels::fused_mlp_forward_shared_limit();
   if (fused_forward_) {
     fused_ = {};
     fused_.layers = static_cast<unsigned>(layers());

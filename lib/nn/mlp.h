@@ -16,8 +16,9 @@
 // synchronization: forward and backward are graph-capturable.
 //
 // Backends (MlpConfig::backend): Cublas (default) runs cublasSgemm plus the kit's bias and
-// activation kernels; a narrow MLP (biases, every width <= 64, at most 4 layers: the PPO actor
-// and critic) runs its whole forward as one fused kernel instead (sums in a fixed order of its
+// activation kernels; a narrow MLP (biases, every width <= 128, at most 4 layers, weights that
+// fit in shared memory: the PPO actor and critic, the DQN Q-network) runs its whole forward as
+// one fused kernel instead (sums in a fixed order of its
 // own, so results equal the GEMM path to rounding, not bit for bit); with a ReLU or tanh hidden
 // activation it saves only a_l, and the backward forms f' from a_l (the same bits as from z_l). CublasLt runs every GEMM as one cublasLtMatmul planned at bind() for
 // max_batch (prepare_batch() adds other batch sizes, before any capture): a hidden ReLU or GELU
@@ -121,8 +122,8 @@ class Mlp {
   // handle and the plans per batch (shared by copies, which share the arena and the slab).
   std::vector<void*> aux_;
   std::shared_ptr<LtState> lt_;
-  // Cublas backend with biases and every width <= 64 (at most 4 layers): the whole forward is
-  // one fused launch (kernels/nn/mlp_forward_fused.h) writing the same z_l and a_l.
+  // Cublas backend with biases, every width <= 128 (at most 4 layers) and weights that fit in
+  // shared memory: the whole forward is one fused launch (kernels/nn/mlp_forward_fused.h).
   bool fused_forward_ = false;
   kernels::FusedMlp fused_;
   // Fused forward with ReLU / tanh: hidden z_l are not written; the backward reads a_l instead.

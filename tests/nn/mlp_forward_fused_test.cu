@@ -119,7 +119,8 @@ INSTANTIATE_TEST_SUITE_P(
                                          Case{{4, 64, 64, 2}, 33}, Case{{4, 64, 64, 2}, 65}, Case{{4, 64, 64, 1}, 4097},
                                          Case{{7, 13, 5}, 64}, Case{{64, 64, 64, 64, 3}, 130},
                                          Case{{3, 1}, 5}, Case{{1, 1}, 1},
-                                         Case{{64, 12, 8, 64}, 200})),
+                                         Case{{64, 12, 8, 64}, 200}, Case{{64, 128, 128, 3}, 256},
+                                         Case{{4, 128, 2}, 33}, Case{{128, 100, 7}, 70})),
     case_name);
 
 // A hidden layer's z may be left out (the MLP does so for ReLU / tanh): nothing is written there,
@@ -171,6 +172,29 @@ TEST(FusedMlpForwardOptionalZ, HiddenPreActivationsCanBeSkipped) {
   }
 }
 
+// Four 128-wide layers need more shared memory than a block may have: refused, naming the bytes.
+TEST(FusedMlpForwardLimits, WeightsBeyondSharedMemoryAreRefused) {
+  RESIDENT_REQUIRE_GPU();
+  const std::vector<std::size_t> widths{128, 128, 128, 128, 128};
+  const std::size_t bytes = kernels::fused_mlp_forward_shared_bytes(widths);
+  ASSERT_GT(bytes, kernels::fused_mlp_forward_shared_limit());
+  DeviceBuffer<float> buffer(128 * 128);
+  kernels::FusedMlp mlp;
+  mlp.layers = 4;
+  for (unsigned l = 0; l <= 4; ++l) mlp.widths[l] = 128;
+  for (unsigned l = 0; l < 4; ++l) mlp.layer[l] = {buffer.data(), buffer.data(), buffer.data(),
+                                                   l < 3 ? buffer.data() : nullptr};
+  try {
+    kernels::launch_fused_mlp_forward(mlp, buffer.data(), 1, Activation{ActivationKind::Relu},
+                                      nullptr);
+    ADD_FAILURE() << "launched with " << bytes << " bytes of shared memory";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(std::to_string(bytes) + " bytes of shared memory"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 // ----- argument checks (CPU: they throw before any launch)
 
 kernels::FusedMlp valid_mlp(float* buffer) {
@@ -196,8 +220,8 @@ void expect_invalid(const kernels::FusedMlp& mlp, const float* x, const std::str
 TEST(FusedMlpForwardArguments, InvalidArgumentsThrowNamingTheField) {
   alignas(16) static float buffer[64];
   kernels::FusedMlp mlp = valid_mlp(buffer);
-  mlp.widths[1] = 65;
-  expect_invalid(mlp, buffer, "widths[1] = 65, allowed [1, 64]");
+  mlp.widths[1] = 129;
+  expect_invalid(mlp, buffer, "widths[1] = 129, allowed [1, 128]");
   mlp = valid_mlp(buffer);
   mlp.layers = 0;
   expect_invalid(mlp, buffer, "layers = 0, allowed [1, 4]");
@@ -212,7 +236,12 @@ TEST(FusedMlpForwardArguments, InvalidArgumentsThrowNamingTheField) {
   mlp.layer[0].pre_activation = buffer + 1;  // width 8: float4 stores
   expect_invalid(mlp, buffer, "16-byte aligned");
   EXPECT_TRUE(kernels::fused_mlp_forward_supports(std::vector<std::size_t>{4, 64, 64, 2}));
-  EXPECT_FALSE(kernels::fused_mlp_forward_supports(std::vector<std::size_t>{4, 65, 2}));
+  EXPECT_TRUE(kernels::fused_mlp_forward_supports(std::vector<std::size_t>{64, 128, 128, 3}));
+  EXPECT_FALSE(kernels::fused_mlp_forward_supports(std::vector<std::size_t>{4, 129, 2}));
+  // W^T of 64x128, 128x128, 128x3 (+ biases, each part rounded up to 4 floats) and two tiles of
+  // 32 rows x 129 floats.
+  EXPECT_EQ(kernels::fused_mlp_forward_shared_bytes(std::vector<std::size_t>{64, 128, 128, 3}),
+            (8192 + 128 + 16384 + 128 + 384 + 4 + 2 * 32 * 129) * sizeof(float));
   EXPECT_FALSE(kernels::fused_mlp_forward_supports(std::vector<std::size_t>{4, 8, 8, 8, 8, 2}));
   EXPECT_FALSE(kernels::fused_mlp_forward_supports(std::vector<std::size_t>{4}));
 }
