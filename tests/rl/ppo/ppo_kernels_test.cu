@@ -223,6 +223,28 @@ TEST(PpoPermutation, EqualsTheReferenceExactly) {
 
 // ----- loss
 
+// Random PPO loss inputs for `batch` rows of `cols` logits in [-range, range]: old log-probs
+// near the current ones (so that both clip branches and both sides occur), values near the old.
+struct LossInputs {
+  std::vector<float> logits;
+  std::vector<std::int32_t> actions;
+  std::vector<float> old_lp, adv, ret, old_v, v;
+  LossInputs(std::size_t batch, std::size_t cols, float range, std::mt19937_64& rng)
+      : logits(random_floats(batch * cols, -range, range, rng)), actions(batch), old_lp(batch),
+        v(batch) {
+    for (auto& a : actions) a = static_cast<std::int32_t>(rng() % cols);
+    const std::vector<double> lp_ref =
+        reference::categorical_log_prob(batch, cols, to_double(logits), actions);
+    const std::vector<float> noise = random_floats(batch, -0.45f, 0.45f, rng);
+    for (std::size_t i = 0; i < batch; ++i) old_lp[i] = static_cast<float>(lp_ref[i]) + noise[i];
+    adv = random_floats(batch, -2.0f, 2.0f, rng);
+    ret = random_floats(batch, -3.0f, 3.0f, rng);
+    old_v = random_floats(batch, -3.0f, 3.0f, rng);
+    const std::vector<float> dv = random_floats(batch, -0.4f, 0.4f, rng);
+    for (std::size_t i = 0; i < batch; ++i) v[i] = old_v[i] + dv[i];
+  }
+};
+
 class PpoLossKernel : public ::testing::TestWithParam<std::tuple<std::size_t, bool>> {};
 
 TEST_P(PpoLossKernel, LossGradientsAndMetricsMatchTheReference) {
@@ -230,19 +252,8 @@ TEST_P(PpoLossKernel, LossGradientsAndMetricsMatchTheReference) {
   const auto [batch, clip_values] = GetParam();
   const std::size_t cols = 3;
   std::mt19937_64 rng(batch + (clip_values ? 1 : 0));
-  const std::vector<float> logits = random_floats(batch * cols, -1.5f, 1.5f, rng);
-  std::vector<std::int32_t> actions(batch);
-  for (auto& a : actions) a = static_cast<std::int32_t>(rng() % cols);
-  const std::vector<double> lp_ref = reference::categorical_log_prob(batch, cols, to_double(logits), actions);
-  const std::vector<float> noise = random_floats(batch, -0.45f, 0.45f, rng);
-  std::vector<float> old_lp(batch);
-  for (std::size_t i = 0; i < batch; ++i) old_lp[i] = static_cast<float>(lp_ref[i]) + noise[i];
-  const std::vector<float> adv = random_floats(batch, -2.0f, 2.0f, rng);
-  const std::vector<float> ret = random_floats(batch, -3.0f, 3.0f, rng);
-  const std::vector<float> old_v = random_floats(batch, -3.0f, 3.0f, rng);
-  const std::vector<float> dv = random_floats(batch, -0.4f, 0.4f, rng);
-  std::vector<float> v(batch);
-  for (std::size_t i = 0; i < batch; ++i) v[i] = old_v[i] + dv[i];
+  const LossInputs in(batch, cols, 1.5f, rng);
+  const auto& [logits, actions, old_lp, adv, ret, old_v, v] = in;
 
   StreamContext ctx;
   DeviceBuffer<float> d_logits = test::to_device(logits), d_old_lp = test::to_device(old_lp), d_adv = test::to_device(adv),
@@ -342,21 +353,8 @@ TEST_P(PpoCategoricalLoss, EqualsTheThreeKernelSequenceBitForBit) {
   RESIDENT_REQUIRE_GPU();
   const auto [batch, cols, clip_values] = GetParam();
   std::mt19937_64 rng(batch * 7919 + cols * 2 + (clip_values ? 1 : 0));
-  const std::vector<float> logits = random_floats(batch * cols, -2.5f, 2.5f, rng);
-  std::vector<std::int32_t> actions(batch);
-  for (auto& a : actions) a = static_cast<std::int32_t>(rng() % cols);
-  // Old log-probs near the new ones, so that both clip branches and both sides occur.
-  const std::vector<double> lp_ref =
-      reference::categorical_log_prob(batch, cols, to_double(logits), actions);
-  const std::vector<float> noise = random_floats(batch, -0.45f, 0.45f, rng);
-  std::vector<float> old_lp(batch);
-  for (std::size_t i = 0; i < batch; ++i) old_lp[i] = static_cast<float>(lp_ref[i]) + noise[i];
-  const std::vector<float> adv = random_floats(batch, -2.0f, 2.0f, rng);
-  const std::vector<float> ret = random_floats(batch, -3.0f, 3.0f, rng);
-  const std::vector<float> old_v = random_floats(batch, -3.0f, 3.0f, rng);
-  const std::vector<float> dv = random_floats(batch, -0.4f, 0.4f, rng);
-  std::vector<float> v(batch);
-  for (std::size_t i = 0; i < batch; ++i) v[i] = old_v[i] + dv[i];
+  const LossInputs in(batch, cols, 2.5f, rng);
+  const auto& [logits, actions, old_lp, adv, ret, old_v, v] = in;
   const std::vector<float> sums0 = random_floats(kp::kPpoMetrics, -1.0f, 1.0f, rng);
   const std::size_t partials_count = kp::ppo_loss_blocks(batch) * kp::kPpoMetrics;
   const kp::PpoLossCoefficients k{0.2f, clip_values, 0.01f, 0.5f};
