@@ -1,7 +1,8 @@
 // Fused narrow-MLP forward (mlp_forward_fused.h). Block = 128 threads, tile = 32 rows. Shared
 // memory: every layer's W^T [in][out] (rows of `out` floats, float4-aligned) and bias, then two
-// activation tiles [32][65] (odd row stride: the rows a warp reads sit in different banks): 35 KB
-// for the PPO actor, under the 48 KB default (ncu cannot replay graph nodes that opted in above).
+// activation tiles [32][widest + 1] (odd row stride for even widths: the rows a warp reads sit in
+// different banks): 35 KB for the PPO actor, under the 48 KB default (ncu cannot replay graph
+// nodes that opted in above); 134 KB for the DQN Q-network (64-128-128-3), opted in.
 // A layer whose width is a multiple of 4 gives each thread a 4-column quad and up to 4 rows per
 // pass (one float4 weight read feeds 16 FMAs); other widths one column and one row at a time.
 // Both orders are the same per output (k ascending, fmaf), so the two paths agree bit for bit.
@@ -214,8 +215,11 @@ bool fused_mlp_forward_supports(std::span<const std::size_t> widths) noexcept {
 
 std::size_t fused_mlp_forward_shared_bytes(std::span<const std::size_t> widths) {
   if (!fused_mlp_forward_supports(widths))
-    invalid("widths: 2 to " + std::to_string(kFusedMlpMaxLayers + 1) + " of them, each in [1, " +
-            std::to_string(kFusedMlpMaxWidth) + "]");
+    throw Error("fused_mlp_forward_shared_bytes", "invalid argument",
+                std::to_string(widths.size()) + " widths; allowed 2 to " +
+                    std::to_string(kFusedMlpMaxLayers + 1) + ", each in [1, " +
+                    std::to_string(kFusedMlpMaxWidth) + "]",
+                __FILE__, __LINE__);
   FusedMlp mlp;
   mlp.layers = static_cast<unsigned>(widths.size() - 1);
   for (std::size_t l = 0; l < widths.size(); ++l) mlp.widths[l] = static_cast<unsigned>(widths[l]);

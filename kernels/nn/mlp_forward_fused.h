@@ -25,7 +25,7 @@ struct FusedMlpLayer {
 
 struct FusedMlp {
   unsigned layers = 0;                                  // in [1, kFusedMlpMaxLayers]
-  unsigned widths[kFusedMlpMaxLayers + 1] = {};         // {in, hidden..., out}, each in [1, 64]
+  unsigned widths[kFusedMlpMaxLayers + 1] = {};         // {in, hidden..., out}, each in [1, 128]
   FusedMlpLayer layer[kFusedMlpMaxLayers] = {};
 };
 
@@ -47,10 +47,11 @@ std::size_t fused_mlp_forward_shared_limit();
 // x [rows, widths[0]]. A block holds every layer's weights (transposed) in shared memory and
 // walks 32-row tiles (at most 4 blocks per multiprocessor; the tile's activations also in shared
 // memory); z and a are each written once, the weights read once per block. Deterministic (fixed
-// order per output; no atomics); the order differs from cuBLAS's, so results match the unfused path to rounding, not bit for bit. Outputs must not alias x, the
-// weights or one another; z/a of a layer whose width is a multiple of 4 must be 16-byte aligned
-// (they are written as float4). Throws resident::Error naming the field for bad widths, layer
-// counts, null pointers or misalignment. No allocation; graph-capturable.
+// order per output; no atomics); the order differs from cuBLAS's, so results match the unfused
+// path to rounding, not bit for bit. Outputs must not alias x, the weights or one another; z/a
+// of a layer whose width is a multiple of 4 must be 16-byte aligned (they are written as
+// float4). Throws resident::Error naming the field for bad widths, layer counts, null pointers,
+// misalignment or weights beyond the shared-memory limit. No allocation; graph-capturable.
 void launch_fused_mlp_forward(const FusedMlp& mlp, const float* x, std::size_t rows,
                               const Activation& hidden, cudaStream_t stream);
 
