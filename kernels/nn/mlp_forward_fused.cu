@@ -1,10 +1,13 @@
-// Fused narrow-MLP forward (mlp_forward_fused.h). Block = 128 threads, tile = 32 rows. Shared
+// Fused narrow-MLP forward (mlp_forward_fused.h). Block = 256 threads, tile = 32 rows. Shared
 // memory: every layer's W^T [in][out] (rows of `out` floats, float4-aligned) and bias, then two
 // activation tiles [32][widest + 1] (odd row stride for even widths: the rows a warp reads sit in
 // different banks): 35 KB for the PPO actor, under the 48 KB default (ncu cannot replay graph
 // nodes that opted in above); 134 KB for the DQN Q-network (64-128-128-3), opted in.
-// A layer whose width is a multiple of 4 gives each thread a 4-column quad and up to 4 rows per
-// pass (one float4 weight read feeds 16 FMAs); other widths one column and one row at a time.
+// A layer whose width is a multiple of 4 gives each thread a 4-column quad and up to 2 rows per
+// pass (one float4 weight read feeds 8 FMAs); other widths one column and one row at a time.
+// 256 threads and 2 rows (not 128 and 4): the 4096-row rollout forward of PPO runs one tile per
+// block, and a block's latency is its threads' instruction chain (ncu, session 4: 1 warp per
+// scheduler, 6.4k instructions per warp, 17 us).
 // Both orders are the same per output (k ascending, fmaf), so the two paths agree bit for bit.
 #include "kernels/nn/mlp_forward_fused.h"
 
@@ -20,9 +23,9 @@ namespace resident::kernels {
 
 namespace {
 
-constexpr unsigned kThreads = 128;
+constexpr unsigned kThreads = 256;
 constexpr unsigned kRows = 32;
-constexpr unsigned kRowsPerPass = 4;
+constexpr unsigned kRowsPerPass = 2;
 
 __host__ __device__ constexpr unsigned round4(unsigned n) { return (n + 3u) & ~3u; }
 
@@ -70,33 +73,45 @@ __global__ void __launch_bounds__(kThreads)
   // Every layer's W^T and bias, loaded once per block. The region is one flat index space
   // [W_0^T | b_0 | W_1^T | b_1 | ...] (each part rounded up to 4 floats); each thread issues up
   // to kLoadBatch independent read-only loads of its elements before any shared store, so the
-  // whole region of a PPO-sized MLP (4.6k floats over 128 threads) arrives in one L2 round trip.
-  const unsigned offset = weight_floats(mlp);
-  constexpr unsigned kLoadBatch = 40;
+  // whole region of a PPO-sized MLP (4.6k floats over 256 threads) arrives in one L2 round trip.
+  // Element i's layer comes from the layers' first flat indices (registers), its (k, j) in W^T
+  // from one float division: for local = k * n + j <= 128 * 128, (local + 0.5) / n lies at
+  // least 0.5 / n from an integer and __fdividef's error (2 ulp, relative 2^-22) is below
+  // 16384.5 / n * 2^-21 < 0.5 / n, so the truncation is exactly k (no integer division).
+  const unsigned layers = mlp.layers;
+  unsigned layer_begin[kFusedMlpMaxLayers + 1];
+  layer_begin[0] = 0;
+#pragma unroll
+  for (unsigned l = 0; l < kFusedMlpMaxLayers; ++l)
+    layer_begin[l + 1] = l < layers ? layer_begin[l] + round4(mlp.widths[l] * mlp.widths[l + 1]) +
+                                          round4(mlp.widths[l + 1])
+                                    : 0xffffffffu;
+  const unsigned offset = layer_begin[layers];
+  constexpr unsigned kLoadBatch = 20;
   for (unsigned first = tid; first < offset; first += kLoadBatch * kThreads) {
     float loaded[kLoadBatch];
 #pragma unroll
     for (unsigned b = 0; b < kLoadBatch; ++b) {
       loaded[b] = 0.0f;
-      unsigned i = first + b * kThreads;  // index into the region
+      const unsigned i = first + b * kThreads;  // index into the region
       if (i >= offset) continue;
-      for (unsigned l = 0; l < mlp.layers; ++l) {
-        const unsigned k_count = mlp.widths[l], n = mlp.widths[l + 1];
-        const unsigned weight_part = round4(k_count * n), bias_part = round4(n);
-        if (i < k_count * n) {  // W^T[k][j] = W[j][k]
-          const unsigned k = i / n, j = i % n;
-          loaded[b] = __ldg(mlp.layer[l].weight + j * k_count + k);
-          break;
+      unsigned l = 0, begin = 0;
+#pragma unroll
+      for (unsigned q = 1; q < kFusedMlpMaxLayers; ++q)
+        if (i >= layer_begin[q]) {
+          l = q;
+          begin = layer_begin[q];
         }
-        if (i < weight_part) break;  // padding
-        i -= weight_part;
-        if (i < n) {
-          loaded[b] = __ldg(mlp.layer[l].bias + i);
-          break;
-        }
-        if (i < bias_part) break;  // padding
-        i -= bias_part;
-      }
+      const unsigned k_count = mlp.widths[l], n = mlp.widths[l + 1];
+      const unsigned local = i - begin, weight_part = round4(k_count * n);
+      if (local < k_count * n) {  // W^T[k][j] = W[j][k]
+        const unsigned k = static_cast<unsigned>(
+            __fdividef(static_cast<float>(local) + 0.5f, static_cast<float>(n)));
+        const unsigned j = local - k * n;
+        loaded[b] = __ldg(mlp.layer[l].weight + j * k_count + k);
+      } else if (local >= weight_part && local - weight_part < n) {
+        loaded[b] = __ldg(mlp.layer[l].bias + (local - weight_part));
+      }  // else padding
     }
 #pragma unroll
     for (unsigned b = 0; b < kLoadBatch; ++b)

@@ -1,7 +1,9 @@
 // Fused forward of a narrow MLP (kernels/nn/mlp_forward_fused.cu): every layer of a row tile in
 // one launch, instead of a GEMM, a bias-activation and a bias kernel per layer. Used by nn::Mlp
-// when every width is <= kFusedMlpMaxWidth and the weights fit in shared memory (the PPO
-// actor/critic 4-64-64-A and the DQN Q-network 64-128-128-3: 6 launches become 1).
+// when every width is <= kFusedMlpMaxWidth and the weights and tiles fit in the default 48 KiB
+// of shared memory (the PPO actor/critic 4-64-64-A: 6 launches become 1). Wider MLPs (up to
+// the device's opt-in limit) are supported by the kernel; the DQN Q-network (64-128-128-3)
+// measured slower this way than on the GEMM path.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -45,13 +47,14 @@ std::size_t fused_mlp_forward_shared_limit();
 // a hidden layer's z is not written when its pre_activation is null (its backward then derives
 // f' from a: SavedActivation::Output in bias_activation.h).
 // x [rows, widths[0]]. A block holds every layer's weights (transposed) in shared memory and
-// walks 32-row tiles (at most 4 blocks per multiprocessor; the tile's activations also in shared
-// memory); z and a are each written once, the weights read once per block. Deterministic (fixed
-// order per output; no atomics); the order differs from cuBLAS's, so results match the unfused
-// path to rounding, not bit for bit. Outputs must not alias x, the weights or one another; z/a
-// of a layer whose width is a multiple of 4 must be 16-byte aligned (they are written as
-// float4). Throws resident::Error naming the field for bad widths, layer counts, null pointers,
-// misalignment or weights beyond the shared-memory limit. No allocation; graph-capturable.
+// walks 32-row tiles (256 threads; at most 4 blocks per multiprocessor; the tile's activations
+// also in shared memory); z and a are each written once, the weights read once per block.
+// Deterministic (fixed order per output; no atomics); the order differs from cuBLAS's, so
+// results match the unfused path to rounding, not bit for bit. Outputs must not alias x, the
+// weights or one another; z/a of a layer whose width is a multiple of 4 must be 16-byte aligned
+// (they are written as float4). Throws resident::Error naming the field for bad widths, layer
+// counts, null pointers, misalignment or weights beyond the shared-memory limit. No allocation;
+// graph-capturable.
 void launch_fused_mlp_forward(const FusedMlp& mlp, const float* x, std::size_t rows,
                               const Activation& hidden, cudaStream_t stream);
 

@@ -18,6 +18,9 @@ namespace resident::nn {
 
 namespace {
 
+// Shared memory up to which nn::Mlp takes the fused forward (the default per-block limit).
+constexpr std::size_t kFusedForwardSharedBytes = 48 * 1024;
+
 [[noreturn]] void invalid(const std::string& what, const char* file, int line) {
   throw Error("Mlp", "invalid argument", what, file, line);
 }
@@ -122,10 +125,15 @@ void Mlp::bind(ScratchArena& arena) {
     lt_ = std::make_shared<LtState>();
     prepare_batch(max_batch_);
   }
+  // The fused forward only where its shared memory fits the default 48 KiB: the DQN Q-network
+  // (64-128-128-3, 134 KB opted in) measured slower fused than on the GEMM path (H200, session
+  // 4: DQN epoch 46.5 vs 44.3 ms; 2 blocks of 32 rows per multiprocessor at most), and ncu cannot
+  // replay a graph node that opted in.
   fused_forward_ = config_.backend == GemmBackend::Cublas && config_.bias &&
                    kernels::fused_mlp_forward_supports(config_.widths) &&
                    kernels::fused_mlp_forward_shared_bytes(config_.widths) <=
-                       kernels::fused_mlp_forward_shared_limit();
+                       std::min(kFusedForwardSharedBytes,
+                                kernels::fused_mlp_forward_shared_limit());
   if (fused_forward_) {
     fused_ = {};
     fused_.layers = static_cast<unsigned>(layers());

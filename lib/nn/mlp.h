@@ -122,8 +122,9 @@ class Mlp {
   // handle and the plans per batch (shared by copies, which share the arena and the slab).
   std::vector<void*> aux_;
   std::shared_ptr<LtState> lt_;
-  // Cublas backend with biases, every width <= 128 (at most 4 layers) and weights that fit in
-  // shared memory: the whole forward is one fused launch (kernels/nn/mlp_forward_fused.h).
+  // Cublas backend with biases, every width <= 128 (at most 4 layers) and weights plus tiles
+  // within 48 KiB of shared memory (the PPO nets, not the DQN Q-network): the whole forward is
+  // one fused launch (kernels/nn/mlp_forward_fused.h).
   bool fused_forward_ = false;
   kernels::FusedMlp fused_;
   // Fused forward with ReLU / tanh: hidden z_l are not written; the backward reads a_l instead.
