@@ -8,15 +8,15 @@
 //
 // Per chunk: a stable block radix sort of the writable entries by slot (unwritable ones sort
 // last) puts the winner of every slot at the end of its run; the k winners, compacted in slot
-// order, write their leaves. Their ancestors are then recomputed in passes of up to
-// kPassLevels = 5 levels: a pass from level b covers the aligned groups of 2^L nodes at level b
-// (L = min(5, depth - b)) that hold a touched node; one warp loads a group (lane j: node
-// (g << L) + j of level b, touched ones written by the previous pass or the leaf step) and folds
-// it in L shuffle steps, lane j combining with lane j + 2^(s-1) at step s, which are exactly
-// CpuSumTree::pull's pairs (left + right, fmin, fmax) in its order: every node gets the CPU
-// tree's bits. A group's internal nodes are all rewritten (an untouched one with the value it
-// already holds). Depth 20 (10^6 slots) takes 4 passes with 4 block barriers instead of 20
-// levels with one each. Deterministic; no atomics on the tree; no scratch outside shared memory.
+// order, are the leaves to rewrite. Their ancestors are then recomputed level by level in
+// shared memory: at level l the first winner of each touched node combines its two children,
+// each either a touched node (its value, computed one level down, sits at the index of the
+// first winner below it: the right child's first winner follows the left child's run, whose
+// length is kept per first winner) or an untouched one (read from the tree; the untouched
+// siblings of every winner's path are prefetched kPrefetchLevels levels at a time, so the
+// latency of a global load is paid once per batch of levels, not once per level). Node
+// values are CpuSumTree::pull's (left + right, fmin, fmax) in the same order: bit-identical to
+// the CPU tree. Deterministic; no atomics on the tree; no scratch outside shared memory.
 #include <cub/block/block_radix_sort.cuh>
 #include <cub/block/block_scan.cuh>
 
@@ -30,9 +30,7 @@ namespace resident::kernels {
 namespace {
 
 constexpr int kUpdateThreads = 512;
-constexpr int kWarps = kUpdateThreads / 32;
-constexpr int kPassLevels = 5;      // 2^5 = 32 nodes: one per lane
-constexpr int kGroupsPerBatch = 4;  // groups a warp loads before folding any (one round trip)
+constexpr int kPrefetchLevels = 4;
 
 using SlotSort = cub::BlockRadixSort<std::uint32_t, kUpdateThreads, 1, double>;
 using WinnerScan = cub::BlockScan<std::uint32_t, kUpdateThreads>;
@@ -60,13 +58,7 @@ __device__ inline NodeValue combine(const NodeValue& left, const NodeValue& righ
           fmax(left.max, right.max)};
 }
 
-__device__ inline NodeValue shuffle_down(const NodeValue& v, unsigned delta) {
-  return {__shfl_down_sync(0xffffffffu, v.sum, delta),
-          __shfl_down_sync(0xffffffffu, v.min_positive, delta),
-          __shfl_down_sync(0xffffffffu, v.max, delta)};
-}
-
-__global__ void __launch_bounds__(kUpdateThreads, 1)
+__global__ void __launch_bounds__(kUpdateThreads)
     update_priorities(ReplayTreeView tree, ReplayCounters* counters,
                       const std::uint32_t* generations_now, const std::uint32_t* indices,
                       const std::uint32_t* generations, const float* td_errors,
@@ -77,8 +69,9 @@ __global__ void __launch_bounds__(kUpdateThreads, 1)
   } temp;
   __shared__ std::uint32_t sorted_slot[kUpdateThreads];  // the chunk's keys after the sort
   __shared__ std::uint32_t winner_leaf[kUpdateThreads];  // leaf node of winner i, ascending
-  __shared__ std::uint32_t group[kUpdateThreads];        // a pass's groups, ascending
-  __shared__ std::uint32_t winner_count, group_count;
+  __shared__ NodeValue value[kUpdateThreads];            // node of winner i at the current level
+  __shared__ std::uint32_t run[kUpdateThreads];          // winners under that node (first winner)
+  __shared__ std::uint32_t winner_count;
 
   const std::uint32_t size = counters->size;
   const std::uint32_t unwritable = tree.leaves;  // sorts after every slot (slot < size <= P)
@@ -106,7 +99,7 @@ __global__ void __launch_bounds__(kUpdateThreads, 1)
       else
         key[0] = slot;
     }
-    __syncthreads();  // the previous chunk's last reads of winner_leaf/group are done
+    __syncthreads();  // the previous chunk's last reads of winner_leaf/value are done
     // 2. Stable sort by slot: within a run of equal slots the last is the latest entry.
     SlotSort(temp.sort).Sort(key, priority, 0, end_bit);
     sorted_slot[t] = key[0];
@@ -120,49 +113,57 @@ __global__ void __launch_bounds__(kUpdateThreads, 1)
       const double p = priority[0];
       const NodeValue leaf{p, p > 0.0 ? p : __longlong_as_double(0x7ff0000000000000ll), p};
       winner_leaf[rank] = tree.leaves + key[0];
+      value[rank] = leaf;
+      run[rank] = 1;
       write_node(tree, tree.leaves + key[0], leaf);
     }
     if (t == 0) winner_count = total;
     __syncthreads();
 
-    // 3. Ancestors of the k winners, in passes of up to kPassLevels levels.
+    // 3. Ancestors of the k winners, one level at a time; thread i follows winner i's path.
     const std::uint32_t k = winner_count;
-    const std::uint32_t lane = t % 32, warp = t / 32;
-    for (int bottom = 0; bottom < depth; bottom += kPassLevels) {
-      const int levels = depth - bottom < kPassLevels ? depth - bottom : kPassLevels;
-      const int shift = bottom + levels;  // a group is the node of level `shift` above it
-      // The distinct groups of this pass, in ascending order (winners are sorted by leaf).
-      const bool first =
-          t < k && (t == 0 || (winner_leaf[t - 1] >> shift) != (winner_leaf[t] >> shift));
-      std::uint32_t slot_in_list = 0, groups = 0;
-      WinnerScan(temp.scan).ExclusiveSum(first ? 1u : 0u, slot_in_list, groups);
-      if (first) group[slot_in_list] = winner_leaf[t] >> shift;
-      if (t == 0) group_count = groups;
-      __syncthreads();  // group[] complete; the previous pass's node writes visible
-      const std::uint32_t width = 1u << levels;
-      for (std::uint32_t g0 = warp; g0 < group_count; g0 += kWarps * kGroupsPerBatch) {
-        NodeValue node_value[kGroupsPerBatch] = {};
+    const std::uint32_t i = t;
+    const std::uint32_t leaf = i < k ? winner_leaf[i] : 0;
+    for (int first_level = 1; first_level <= depth; first_level += kPrefetchLevels) {
+      NodeValue sibling[kPrefetchLevels];
 #pragma unroll
-        for (int q = 0; q < kGroupsPerBatch; ++q) {
-          const std::uint32_t gi = g0 + q * kWarps;
-          if (gi < group_count && lane < width)
-            node_value[q] = read_node(tree, (group[gi] << levels) + lane);  // level `bottom`
-        }
-#pragma unroll
-        for (int q = 0; q < kGroupsPerBatch; ++q) {
-          const std::uint32_t gi = g0 + q * kWarps;
-          if (gi >= group_count) break;  // uniform across the warp
-          NodeValue x = node_value[q];
-          for (int step = 1; step <= levels; ++step) {
-            const NodeValue right = shuffle_down(x, 1u << (step - 1));
-            if ((lane & ((1u << step) - 1u)) == 0 && lane < width) {
-              x = combine(x, right);  // lane j: left child j, right child j + 2^(step-1)
-              write_node(tree, (group[gi] << (levels - step)) + (lane >> step), x);
-            }
-          }
-        }
+      for (int q = 0; q < kPrefetchLevels; ++q) {
+        const int level = first_level + q;
+        // The sibling of this path's level-(level-1) node; used only when it is untouched (then
+        // nothing writes it during this kernel).
+        if (i < k && level <= depth) sibling[q] = read_node(tree, (leaf >> (level - 1)) ^ 1u);
       }
-      __syncthreads();  // this pass's writes before the next pass reads; temp.scan reuse
+#pragma unroll
+      for (int q = 0; q < kPrefetchLevels; ++q) {
+        const int level = first_level + q;
+        if (level > depth) break;
+        __syncthreads();  // level - 1 is complete in value[]
+        if (i >= k) continue;
+        const std::uint32_t node = leaf >> level;
+        if (i > 0 && (winner_leaf[i - 1] >> level) == node) continue;  // not the node's first
+        const std::uint32_t child = leaf >> (level - 1);
+        NodeValue left, right;
+        std::uint32_t below = run[i];
+        if ((child & 1u) == 0) {
+          left = value[i];
+          const std::uint32_t j = i + below;  // first winner after the left child's
+          if (j < k && (winner_leaf[j] >> (level - 1)) == child + 1) {
+            right = value[j];
+            below += run[j];
+          } else {
+            right = sibling[q];
+          }
+        } else {
+          left = sibling[q];
+          right = value[i];
+        }
+        // Only first winners write, each its own index; the indices read above belong to this
+        // thread or to winners that are not first at this level: no conflict within a level.
+        const NodeValue parent = combine(left, right);
+        value[i] = parent;
+        run[i] = below;
+        write_node(tree, node, parent);
+      }
     }
   }
   if (nonfinite) atomicAdd(reinterpret_cast<unsigned long long*>(&counters->nonfinite), nonfinite);
