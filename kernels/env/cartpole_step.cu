@@ -5,8 +5,9 @@
 // the reference's order (no FMA), sin/cos in double rounded to float; strict threshold tests
 // on the state after the step. Auto-reset draws come from cuRAND Philox keyed by
 // (philox_seed, env id as subsequence, 4 * device-resident block counter as offset); the
-// counter is advanced by a one-thread kernel after the step. Completed-episode returns go into
-// per-env float accumulators and per-env counts (no atomics; a later reduction sums them).
+// block that finishes the step last (a wrapping atomicInc ticket) advances the counter.
+// Completed-episode returns go into per-env float accumulators and per-env counts (no float
+// atomics; a later reduction sums them).
 #include "kernels/env/cartpole_step.h"
 
 #include <numbers>
@@ -96,7 +97,10 @@ __global__ void cartpole_reset(float* observations, CartPoleDeviceState st, std:
     st.completed_return_sum[n] = 0.0f;
     st.completed_episodes[n] = 0;
     store_row(observations, n, s);
-    if (n == 0) *st.philox_block = 1;  // nobody else reads it in this launch
+    if (n == 0) {  // nobody else reads them in this launch
+      *st.philox_block = 1;
+      *st.step_ticket = 0;
+    }
   }
 }
 
@@ -135,9 +139,12 @@ __global__ void cartpole_step(CartPoleStepOutputs out, CartPoleDeviceState st,
       store_row(out.observations, n, next);
     }
   }
+  // Every thread of this block has read *philox_block (above); the last block to take a ticket
+  // therefore writes after every block's read. atomicInc wraps the ticket to 0 for the next step.
+  __syncthreads();
+  if (threadIdx.x == 0 && atomicInc(st.step_ticket, gridDim.x - 1) == gridDim.x - 1)
+    *st.philox_block = block + 1;
 }
-
-__global__ void advance_philox_block(std::uint64_t* philox_block) { *philox_block += 1; }
 
 }  // namespace
 
@@ -154,12 +161,13 @@ void launch_cartpole_step(CartPoleStepOutputs outputs, CartPoleDeviceState state
                           const std::int32_t* actions, std::size_t env_count,
                           std::uint64_t philox_seed, cudaStream_t stream) {
   const NvtxRange range("env/cartpole_step");
+  if (state.philox_block == nullptr || state.step_ticket == nullptr)
+    throw Error("launch_cartpole_step", "invalid argument",
+                "state.philox_block and state.step_ticket must be set", __FILE__, __LINE__);
   if (env_count == 0) return;
   cartpole_step<<<grid_stride_blocks(env_count, 256), 256, 0, stream>>>(outputs, state, actions,
                                                                         env_count, philox_seed);
   RESIDENT_CHECK_LAUNCH("cartpole_step");
-  advance_philox_block<<<1, 1, 0, stream>>>(state.philox_block);
-  RESIDENT_CHECK_LAUNCH("advance_philox_block");
 }
 
 }  // namespace resident::kernels

@@ -26,6 +26,7 @@ struct CartPoleDeviceState {
   float* completed_return_sum = nullptr;      // returns of episodes ended since last cleared
   std::uint32_t* completed_episodes = nullptr;  // episodes ended since last cleared
   std::uint64_t* philox_block = nullptr;      // [1] Philox counter block of the next draws
+  std::uint32_t* step_ticket = nullptr;       // [1] 0 between steps (the last block's ticket)
 };
 
 // Outputs of one step, all overwritten.
@@ -41,7 +42,8 @@ struct CartPoleStepOutputs {
 // Resets all N environments: env n draws four 32-bit values from cuRAND Philox
 // (seed = philox_seed, subsequence = n, offset = 0) and sets its state to
 // -0.05f + 0.1f * float(d >> 8) * 2^-24 per component; elapsed_steps, episode_return and the
-// completed-episode accumulators are zeroed, *philox_block = 1, observations [N, 4] overwritten.
+// completed-episode accumulators are zeroed, *philox_block = 1, *step_ticket = 0, observations
+// [N, 4] overwritten.
 void launch_cartpole_reset(float* observations, CartPoleDeviceState state, std::size_t env_count,
                            std::uint64_t philox_seed, cudaStream_t stream);
 
@@ -49,9 +51,12 @@ void launch_cartpole_reset(float* observations, CartPoleDeviceState state, std::
 // pass 0 or 1). An env whose episode ends (terminated: out of the 2.4 / 12 degree bounds;
 // truncated: its 500th step) adds its return to completed_return_sum, counts one in
 // completed_episodes and resets from the four Philox draws at (philox_seed, subsequence n,
-// offset 4 * *philox_block). After the step *philox_block += 1 (a second one-thread launch on
-// the same stream), so the step reads its offset from device memory and a captured graph
-// replays with fresh draws. Deterministic; no atomics, no allocation, no host sync.
+// offset 4 * *philox_block). After the step *philox_block += 1, done by the block that finishes
+// last (each block takes a ticket from *step_ticket with atomicInc, which wraps it back to 0 for
+// the next step; *step_ticket must be 0 before the first step), so the step reads its offset
+// from device memory and a captured graph replays with fresh draws, in one launch.
+// Deterministic (the ticket only picks which block writes the same value); no allocation, no
+// host sync.
 void launch_cartpole_step(CartPoleStepOutputs outputs, CartPoleDeviceState state,
                           const std::int32_t* actions, std::size_t env_count,
                           std::uint64_t philox_seed, cudaStream_t stream);

@@ -1,13 +1,11 @@
-// Fused narrow-MLP forward (mlp_forward_fused.h). Block = 256 threads, tile = 32 rows. Shared
-// memory: every layer's W^T [in][out] (rows of `out` floats, float4-aligned) and bias, then two
-// activation tiles [32][widest + 1] (odd row stride for even widths: the rows a warp reads sit in
-// different banks): 35 KB for the PPO actor, under the 48 KB default (ncu cannot replay graph
-// nodes that opted in above); 134 KB for the DQN Q-network (64-128-128-3), opted in.
-// A layer whose width is a multiple of 4 gives each thread a 4-column quad and up to 2 rows per
-// pass (one float4 weight read feeds 8 FMAs); other widths one column and one row at a time.
-// 256 threads and 2 rows (not 128 and 4): the 4096-row rollout forward of PPO runs one tile per
-// block, and a block's latency is its threads' instruction chain (ncu, session 4: 1 warp per
-// scheduler, 6.4k instructions per warp, 17 us).
+// Fused narrow-MLP forward (mlp_forward_fused.h). Block = 256 or 128 threads, tile = 32 rows.
+// Shared memory: every layer's W^T [in][out] (rows of `out` floats, float4-aligned) and bias,
+// then two activation tiles [32][widest + 1] (odd row stride for even widths: the rows a warp
+// reads sit in different banks): 35 KB for the PPO actor, under the 48 KB default (ncu cannot
+// replay graph nodes that opted in above); 134 KB for the DQN Q-network (64-128-128-3), opted in.
+// A layer whose width is a multiple of 4 gives each thread a 4-column quad and up to 2 or 4 rows
+// per pass (one float4 weight read feeds 8 or 16 FMAs; FewTiles / ManyTiles below); other widths
+// one column and one row at a time.
 // Both orders are the same per output (k ascending, fmaf), so the two paths agree bit for bit.
 #include "kernels/nn/mlp_forward_fused.h"
 
@@ -23,9 +21,18 @@ namespace resident::kernels {
 
 namespace {
 
-constexpr unsigned kThreads = 256;
 constexpr unsigned kRows = 32;
-constexpr unsigned kRowsPerPass = 2;
+// Two shapes of block, the same bits (each output's sum in the same order): a few tiles in all
+// (PPO's 4096-row rollout forward: one tile per block) take 256 threads and 2 rows per pass, a
+// short instruction chain per thread; many tiles per block (131072-row minibatches) take 128
+// threads and 4 rows per pass, 16 FMAs per float4 weight read (H200, session 4: 88 us there vs
+// 95 us with 256 threads; 17 -> 8.9 us for the rollout forward with 256).
+struct FewTiles {
+  static constexpr unsigned kThreads = 256, kRowsPerPass = 2;
+};
+struct ManyTiles {
+  static constexpr unsigned kThreads = 128, kRowsPerPass = 4;
+};
 
 __host__ __device__ constexpr unsigned round4(unsigned n) { return (n + 3u) & ~3u; }
 
@@ -63,17 +70,19 @@ __device__ inline void finish_output(const FusedMlpLayer& layer, bool last, floa
   }
 }
 
-template <ActivationKind Kind>
-__global__ void __launch_bounds__(kThreads)
+template <ActivationKind Kind, class Shape>
+__global__ void __launch_bounds__(Shape::kThreads)
     fused_mlp_forward(const FusedMlp mlp, const float* __restrict__ x, std::size_t rows,
                       const Activation act) {
+  constexpr unsigned kThreads = Shape::kThreads, kRowsPerPass = Shape::kRowsPerPass;
   extern __shared__ float4 shared4[];
   float* const shared = reinterpret_cast<float*>(shared4);
   const unsigned tid = threadIdx.x;
   // Every layer's W^T and bias, loaded once per block. The region is one flat index space
   // [W_0^T | b_0 | W_1^T | b_1 | ...] (each part rounded up to 4 floats); each thread issues up
   // to kLoadBatch independent read-only loads of its elements before any shared store, so the
-  // whole region of a PPO-sized MLP (4.6k floats over 256 threads) arrives in one L2 round trip.
+  // whole region of a PPO-sized MLP (4.6k floats) arrives in one L2 round trip with 256 threads
+  // (18 loads each), in two with 128 (there each block walks many tiles).
   // Element i's layer comes from the layers' first flat indices (registers), its (k, j) in W^T
   // from one float division: for local = k * n + j <= 128 * 128, (local + 0.5) / n lies at
   // least 0.5 / n from an integer and __fdividef's error (2 ulp, relative 2^-22) is below
@@ -292,16 +301,24 @@ void launch_fused_mlp_forward(const FusedMlp& mlp, const float* x, std::size_t r
     invalid("the weights and tiles need " + std::to_string(shared_bytes) +
             " bytes of shared memory, the device allows " +
             std::to_string(fused_mlp_forward_shared_limit()) + " per block");
-  activation_math::dispatch(hidden, "launch_fused_mlp_forward", [&](auto kind) {
-    const auto kernel = fused_mlp_forward<decltype(kind)::value>;
+  const auto launch = [&](auto kind, auto shape) {
+    using Shape = decltype(shape);
+    const auto kernel = fused_mlp_forward<decltype(kind)::value, Shape>;
     // Host-side attribute (no stream work): needed above the default 48 KiB.
     if (shared_bytes > 48 * 1024)
       RESIDENT_CUDA_CHECK(cudaFuncSetAttribute(
           kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared_bytes)));
-    kernel<<<static_cast<unsigned>(blocks), kThreads, shared_bytes, stream>>>(mlp, x, rows,
-                                                                             hidden);
-    RESIDENT_CHECK_LAUNCH("fused_mlp_forward");
+    kernel<<<static_cast<unsigned>(blocks), Shape::kThreads, shared_bytes, stream>>>(
+        mlp, x, rows, hidden);
+  };
+  const bool many_tiles = tiles >= 2 * blocks;  // each block walks two tiles or more
+  activation_math::dispatch(hidden, "launch_fused_mlp_forward", [&](auto kind) {
+    if (many_tiles)
+      launch(kind, ManyTiles{});
+    else
+      launch(kind, FewTiles{});
   });
+  RESIDENT_CHECK_LAUNCH("fused_mlp_forward");
 }
 
 }  // namespace resident::kernels

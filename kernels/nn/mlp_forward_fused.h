@@ -47,9 +47,9 @@ std::size_t fused_mlp_forward_shared_limit();
 // a hidden layer's z is not written when its pre_activation is null (its backward then derives
 // f' from a: SavedActivation::Output in bias_activation.h).
 // x [rows, widths[0]]. A block holds every layer's weights (transposed) in shared memory and
-// walks 32-row tiles (256 threads; at most 4 blocks per multiprocessor; the tile's activations
-// also in shared memory); z and a are each written once, the weights read once per block.
-// Deterministic (fixed order per output; no atomics); the order differs from cuBLAS's, so
+// walks 32-row tiles (256 or 128 threads; at most 4 blocks per multiprocessor; the tile's
+// activations also in shared memory); z and a are each written once, the weights read once per
+// block. Deterministic (fixed order per output; no atomics); the order differs from cuBLAS's, so
 // results match the unfused path to rounding, not bit for bit. Outputs must not alias x, the
 // weights or one another; z/a of a layer whose width is a multiple of 4 must be 16-byte aligned
 // (they are written as float4). Throws resident::Error naming the field for bad widths, layer

@@ -26,13 +26,18 @@ CartPoleEnv::CartPoleEnv(std::size_t env_count, std::uint64_t stream_id)
       elapsed_steps_(env_count),
       completed_episodes_(env_count),
       philox_block_(1),
+      step_ticket_(1),
       observations_(kObservationSize * env_count),
       rewards_(env_count),
       terminated_(env_count),
       truncated_(env_count),
       final_observations_(kObservationSize * env_count),
       return_sum_(1),
-      episode_count_(1) {}
+      episode_count_(1) {
+  // Setup, not the hot path: the step's ticket starts at 0 (reset sets it too; a state loaded
+  // into an env that was never reset needs it as well).
+  RESIDENT_CUDA_CHECK(cudaMemset(step_ticket_.data(), 0, step_ticket_.bytes()));
+}
 
 kernels::CartPoleDeviceState CartPoleEnv::device_state() noexcept {
   kernels::CartPoleDeviceState state;
@@ -46,6 +51,7 @@ kernels::CartPoleDeviceState CartPoleEnv::device_state() noexcept {
   state.elapsed_steps = elapsed_steps_.data();
   state.completed_episodes = completed_episodes_.data();
   state.philox_block = philox_block_.data();
+  state.step_ticket = step_ticket_.data();
   return state;
 }
 

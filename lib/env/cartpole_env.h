@@ -82,6 +82,7 @@ class CartPoleEnv {
   DeviceBuffer<std::int32_t> elapsed_steps_;
   DeviceBuffer<std::uint32_t> completed_episodes_;
   DeviceBuffer<std::uint64_t> philox_block_;
+  DeviceBuffer<std::uint32_t> step_ticket_;  // 0 between steps; not part of the saved state
   DeviceBuffer<float> observations_;
   DeviceBuffer<float> rewards_;
   DeviceBuffer<std::uint8_t> terminated_;

@@ -15,8 +15,9 @@ namespace resident::kernels::ppo {
 //   returns_t = A_t + V_t
 // rewards, final_values [T, N]; values [T + 1, N] (row T bootstraps the unfinished episodes);
 // terminated, truncated [T, N] 0/1; advantages, returns [T, N] overwritten. Time-major: (t, n) at
-// t * N + n. One thread per env; deterministic; final_values is read only where truncated and
-// not terminated (it may hold NaN elsewhere). Capturable.
+// t * N + n. One thread per env (inputs of 8 steps loaded ahead); deterministic; final_values
+// is used only where truncated and not terminated (it may hold NaN elsewhere). Outputs must not
+// alias the inputs. Capturable.
 void launch_gae(float* advantages, float* returns, const float* rewards, const float* values,
                 const std::uint8_t* terminated, const std::uint8_t* truncated,
                 const float* final_values, std::size_t steps, std::size_t env_count, float gamma,
