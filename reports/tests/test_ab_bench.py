@@ -1,0 +1,65 @@
+"""bench/ab-bench orchestration, without a GPU: fake builds whose selfcheck passes and whose
+bench binary copies a fixture run to --benchmark_out (build A the "before", build B the
+"after"), so the script's alternation, its files and its comparison can be checked here."""
+import subprocess
+from pathlib import Path
+
+from conftest import REPO, fixture
+
+SCRIPT = REPO / "bench" / "ab-bench"
+
+
+def fake_build(root: Path, run: Path, selfcheck_status: int = 0) -> Path:
+    bench = root / "bench"
+    bench.mkdir(parents=True)
+    (bench / "resident-selfcheck").write_text(
+        f"#!/bin/sh\necho 'resident-selfcheck: fake'\nexit {selfcheck_status}\n")
+    (bench / "fake_bench").write_text(
+        "#!/bin/sh\n"
+        "for a in \"$@\"; do case \"$a\" in --benchmark_out=*) out=${a#--benchmark_out=};; "
+        "esac; done\n"
+        f"echo \"args: $*\" >> \"{root}/calls.txt\"\n"
+        f"cp \"{run}\" \"$out\"\n")
+    for f in bench.iterdir():
+        f.chmod(0o755)
+    return root
+
+
+def run(*args: object) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", str(SCRIPT), *map(str, args)], capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_rounds_alternate_and_each_round_is_compared(tmp_path):
+    a = fake_build(tmp_path / "a", fixture("before.json"))
+    b = fake_build(tmp_path / "b", fixture("after.json"))
+    out = tmp_path / "out"
+    result = run(a, b, out, "fake_bench", "rows.*", 2, "--", "--extra=1")
+    assert result.returncode == 0, result.stderr + result.stdout
+    order = [line.split(", ")[1].split(" ")[0] for line in result.stdout.splitlines()
+             if line.startswith("ab-bench: round")]
+    assert order == ["a", "b", "a", "b"]
+    for name in ["a-1.json", "b-1.json", "a-2.json", "b-2.json", "round-1/summary.md",
+                 "round-2/summary.md"]:
+        assert (out / name).is_file(), name
+    calls = (tmp_path / "a" / "calls.txt").read_text().splitlines()
+    assert len(calls) == 2
+    assert "--benchmark_filter=rows.*" in calls[0] and "--extra=1" in calls[0]
+
+
+def test_no_gpu_runs_nothing(tmp_path):
+    a = fake_build(tmp_path / "a", fixture("before.json"), selfcheck_status=1)
+    b = fake_build(tmp_path / "b", fixture("after.json"))
+    result = run(a, b, tmp_path / "out", "fake_bench", "x")
+    assert result.returncode == 1
+    assert "no usable GPU" in result.stderr
+    assert not (tmp_path / "a" / "calls.txt").exists()
+
+
+def test_bad_arguments_name_the_value(tmp_path):
+    a = fake_build(tmp_path / "a", fixture("before.json"))
+    result = run(a, a, tmp_path / "out", "fake_bench", "x", 0)
+    assert result.returncode == 2 and "ROUNDS = '0', allowed 1 to 9" in result.stderr
+    result = run(a, tmp_path / "missing", tmp_path / "out", "fake_bench", "x")
+    assert result.returncode == 2 and "no such binary" in result.stderr
+    assert run(a).returncode == 2
