@@ -281,6 +281,11 @@ void Mlp::check_batch(const char* call, std::size_t batch) const {
     throw Error(call, "not bound", "call bind(arena) after the slab is finalized", __FILE__, __LINE__);
 }
 
+const kernels::FusedMlp* Mlp::fused_forward(std::size_t batch) const {
+  check_batch("Mlp::fused_forward", batch);
+  return fused_forward_ ? &fused_ : nullptr;
+}
+
 const float* Mlp::forward(const StreamContext& context, const float* x, std::size_t batch) {
   check_batch("Mlp::forward", batch);
   if (config_.backend == GemmBackend::CublasLt) {

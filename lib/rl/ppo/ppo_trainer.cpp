@@ -9,6 +9,7 @@
 #include "kernels/rl/ppo/gather_minibatch.h"
 #include "kernels/rl/ppo/normalize_advantages.h"
 #include "kernels/rl/ppo/permutation.h"
+#include "kernels/rl/ppo/policy_forward_sample.h"
 #include "kernels/rl/ppo/sample_actions.h"
 #include "kernels/rl/ppo/store_transition.h"
 #include "lib/core/error.h"
@@ -158,10 +159,16 @@ void PpoTrainer::begin_rollout() {
 void PpoTrainer::rollout_step() {
   const NvtxRange range("ppo/rollout_step");
   const cudaStream_t s = stream();
-  const float* logits = actor_->forward(context_, env_.observations(), envs_);
-  kp::launch_sample_actions(step_actions_.data(),
-                            {actions_.data(), log_prob_.data(), counters_.data() + 1, steps_},
-                            logits, envs_, actions_count_, sample_seed_, counters_.data(), s);
+  const kp::SampleStore store{actions_.data(), log_prob_.data(), counters_.data() + 1, steps_};
+  if (const kernels::FusedMlp* policy = actor_->fused_forward(envs_)) {
+    kp::launch_policy_forward_sample(*policy, env_.observations(), envs_,
+                                     actor_->config().hidden_activation, step_actions_.data(),
+                                     store, sample_seed_, counters_.data(), s);
+  } else {
+    const float* logits = actor_->forward(context_, env_.observations(), envs_);
+    kp::launch_sample_actions(step_actions_.data(), store, logits, envs_, actions_count_,
+                              sample_seed_, counters_.data(), s);
+  }
   env_.step(step_actions_.data(), s);
   float* observations = eval_inputs_.data();
   float* finals = observations + (steps_ + 1) * envs_ * obs_size_;
