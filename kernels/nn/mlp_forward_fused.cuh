@@ -21,7 +21,7 @@
 
 namespace resident::kernels::fused_mlp {
 
-constexpr unsigned kRows = 32;
+inline constexpr unsigned kRows = 32;
 // Two shapes of block, the same bits (each output's sum in the same order): a few tiles in all
 // (PPO's 4096-row rollout forward: one tile per block) take 256 threads and 2 rows per pass, a
 // short instruction chain per thread; many tiles per block (131072-row minibatches) take 128
@@ -95,7 +95,7 @@ __global__ void __launch_bounds__(Shape::kThreads)
     layer_begin[l + 1] = l < layers ? layer_begin[l] + round4(mlp.widths[l] * mlp.widths[l + 1]) +
                                           round4(mlp.widths[l + 1])
                                     : 0xffffffffu;
-  const unsigned offset = layer_begin[layers];
+  const unsigned offset = weight_floats(mlp);  // == layer_begin[layers], without a dynamic index
   constexpr unsigned kLoadBatch = 20;
   for (unsigned first = tid; first < offset; first += kLoadBatch * kThreads) {
     float loaded[kLoadBatch];
@@ -221,6 +221,9 @@ __global__ void __launch_bounds__(Shape::kThreads)
   }
 }
 
+static_assert(FewTiles::kThreads >= kRows && ManyTiles::kThreads >= kRows,
+              "an epilogue may give each of a tile's rows its own thread");
+
 // An epilogue that does nothing (the plain forward).
 struct NoEpilogue {
   __device__ void operator()(std::size_t, std::size_t) const {}
@@ -236,8 +239,11 @@ struct LaunchPlan {
 };
 LaunchPlan plan_launch(const FusedMlp& mlp, const float* x, std::size_t rows, const char* caller);
 
-// The forward with `epilogue(row0, rows)` called by every thread after each 32-row tile (rows
-// row0 .. row0 + 31, those < rows valid; the last layer's outputs of the tile are in memory).
+// The forward with `epilogue(row0, rows)` called by every thread of the block after each 32-row
+// tile (rows row0 .. row0 + 31, those < rows valid). Each tile is handled once, by one block; the
+// barrier after its last layer makes the tile's outputs in global memory visible to the
+// epilogue, which may read them (and write its own outputs) but must not touch shared memory.
+// Blocks have at least 32 threads (static_assert above).
 template <class Epilogue>
 void launch(const FusedMlp& mlp, const float* x, std::size_t rows, const Activation& hidden,
             const Epilogue& epilogue, const char* caller, cudaStream_t stream) {

@@ -281,8 +281,8 @@ void Mlp::check_batch(const char* call, std::size_t batch) const {
     throw Error(call, "not bound", "call bind(arena) after the slab is finalized", __FILE__, __LINE__);
 }
 
-const kernels::FusedMlp* Mlp::fused_forward(std::size_t batch) const {
-  check_batch("Mlp::fused_forward", batch);
+const kernels::FusedMlp* Mlp::fused_view(std::size_t batch) const {
+  check_batch("Mlp::fused_view", batch);
   return fused_forward_ ? &fused_ : nullptr;
 }
 

@@ -89,7 +89,7 @@ class Mlp {
   // arena outputs forward() writes), for ops that run that kernel with their own per-tile
   // epilogue (kernels/rl/ppo/policy_forward_sample.h); their outputs are forward()'s. nullptr
   // otherwise. batch is checked as by forward().
-  const kernels::FusedMlp* fused_forward(std::size_t batch) const;
+  const kernels::FusedMlp* fused_view(std::size_t batch) const;
   // dy [batch, out] -> parameter grads (accumulated or overwritten as `mode` says) and dx
   // [batch, in] (overwritten; null: skip).
   void backward(const StreamContext& context, const float* x, const float* dy, float* dx,

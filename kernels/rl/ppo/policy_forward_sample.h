@@ -20,7 +20,8 @@ namespace resident::kernels::ppo {
 // instead of two. Overwrites the forward's outputs, actions [rows] and, with `store`, row
 // *counter % T of its arrays and *store.step_slot = *counter (the counter is only read).
 // Deterministic; no atomics, no allocation, no host synchronization; capturable. Throws
-// resident::Error for what either launcher refuses (naming launch_policy_forward_sample).
+// resident::Error naming launch_policy_forward_sample for what the forward's launcher refuses,
+// for steps == 0, a store with only one of actions / log_prob, or a null actions or counter.
 void launch_policy_forward_sample(const FusedMlp& policy, const float* observations,
                                   std::size_t rows, const Activation& hidden,
                                   std::int32_t* actions, SampleStore store,

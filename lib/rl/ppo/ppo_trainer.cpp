@@ -160,7 +160,7 @@ void PpoTrainer::rollout_step() {
   const NvtxRange range("ppo/rollout_step");
   const cudaStream_t s = stream();
   const kp::SampleStore store{actions_.data(), log_prob_.data(), counters_.data() + 1, steps_};
-  if (const kernels::FusedMlp* policy = actor_->fused_forward(envs_)) {
+  if (const kernels::FusedMlp* policy = actor_->fused_view(envs_)) {
     kp::launch_policy_forward_sample(*policy, env_.observations(), envs_,
                                      actor_->config().hidden_activation, step_actions_.data(),
                                      store, sample_seed_, counters_.data(), s);

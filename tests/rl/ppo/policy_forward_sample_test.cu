@@ -101,7 +101,7 @@ TEST_P(PolicyForwardSample, EqualsTheForwardThenTheSamplerBitForBit) {
     mlp.layers = static_cast<unsigned>(layers);
     for (std::size_t l = 0; l <= layers; ++l) mlp.widths[l] = static_cast<unsigned>(c.widths[l]);
     for (std::size_t l = 0; l < layers; ++l)
-      mlp.layer[l] = {w[l].data(), b[l].data(), out.z[l].data(),
+      mlp.layer[l] = {w[l].data(), b[l].data(), l + 1 < layers ? nullptr : out.z[l].data(),
                       l + 1 < layers ? out.a[l].data() : nullptr};
     return mlp;
   };
@@ -116,12 +116,10 @@ TEST_P(PolicyForwardSample, EqualsTheForwardThenTheSamplerBitForBit) {
                                    stream.get());
   stream.synchronize();
 
-  for (std::size_t l = 0; l < layers; ++l) {
-    const std::string layer = "layer " + std::to_string(l);
-    EXPECT_TRUE(same_bits(fused.z[l].download(), separate.z[l].download(), layer + " z"));
-    if (l + 1 < layers)
-      EXPECT_TRUE(same_bits(fused.a[l].download(), separate.a[l].download(), layer + " a"));
-  }
+  for (std::size_t l = 0; l + 1 < layers; ++l)
+    EXPECT_TRUE(same_bits(fused.a[l].download(), separate.a[l].download(),
+                          "layer " + std::to_string(l) + " a"));
+  EXPECT_TRUE(same_bits(fused.z.back().download(), separate.z.back().download(), "logits"));
   const std::vector<std::int32_t> drawn = fused.actions.download();
   EXPECT_TRUE(same_bits(drawn, separate.actions.download(), "actions"));
   EXPECT_TRUE(same_bits(fused.stored_actions.download(), separate.stored_actions.download(),
@@ -152,7 +150,7 @@ INSTANTIATE_TEST_SUITE_P(
     Shapes, PolicyForwardSample,
     ::testing::Combine(::testing::Values(Case{{4, 64, 64, 2}, 1}, Case{{4, 64, 64, 2}, 33},
                                          Case{{4, 64, 64, 2}, 4096},
-                                         Case{{4, 64, 64, 2}, 40000}, Case{{4, 64, 64, 3}, 100},
+                                         Case{{4, 64, 64, 2}, 40013}, Case{{4, 64, 64, 3}, 100},
                                          Case{{6, 10, 5}, 65}),
                        ::testing::Values(std::uint64_t{0}, std::uint64_t{7})),
     case_name);
@@ -179,6 +177,18 @@ TEST(PolicyForwardSample, InvalidArgumentsNameTheLauncher) {
   const std::string no_layers = message({nullptr, nullptr, nullptr, kSteps});
   EXPECT_NE(no_layers.find("launch_policy_forward_sample"), std::string::npos) << no_layers;
   EXPECT_NE(no_layers.find("layers = 0"), std::string::npos) << no_layers;
+  float log_prob = 0.0f;
+  const std::string half_store = message({nullptr, &log_prob, nullptr, kSteps});
+  EXPECT_NE(half_store.find("both set or both null"), std::string::npos) << half_store;
+  std::int32_t* const no_actions = nullptr;
+  try {
+    kp::launch_policy_forward_sample(mlp, &dummy, 1, tanh_activation, no_actions,
+                                     {nullptr, nullptr, nullptr, kSteps}, 1, &counter, nullptr);
+    ADD_FAILURE() << "null actions accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("actions and counter must be set"), std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace

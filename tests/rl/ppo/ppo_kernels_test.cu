@@ -349,6 +349,21 @@ std::size_t non_finite(const std::vector<float>& v) {
 class PpoCategoricalLoss
     : public ::testing::TestWithParam<std::tuple<std::size_t, std::size_t, bool>> {};
 
+// The outputs of one loss pass, poisoned (NaN; the running sums start at `sums0`, the counter
+// at 41).
+struct LossOutputs {
+  DeviceBuffer<float> d_value, d_logits, metrics, sums, partials;
+  DeviceBuffer<std::uint64_t> counter;
+  LossOutputs(std::size_t batch, std::size_t cols, const std::vector<float>& sums0,
+              std::size_t partials_count)
+      : d_value(test::to_device(nans(batch))),
+        d_logits(test::to_device(nans(batch * cols))),
+        metrics(test::to_device(nans(kp::kPpoMetrics))),
+        sums(test::to_device(sums0)),
+        partials(test::to_device(nans(partials_count))),
+        counter(test::to_device(std::vector<std::uint64_t>{41})) {}
+};
+
 TEST_P(PpoCategoricalLoss, EqualsTheThreeKernelSequenceBitForBit) {
   RESIDENT_REQUIRE_GPU();
   const auto [batch, cols, clip_values] = GetParam();
@@ -365,44 +380,32 @@ TEST_P(PpoCategoricalLoss, EqualsTheThreeKernelSequenceBitForBit) {
                       d_old_v = test::to_device(old_v), d_v = test::to_device(v);
   DeviceBuffer<std::int32_t> d_actions = test::to_device(actions);
 
-  // The three-kernel sequence.
+  // The three-kernel sequence, then the fused pass, each into its own poisoned outputs.
+  LossOutputs want(batch, cols, sums0, partials_count), got(batch, cols, sums0, partials_count);
   DeviceBuffer<float> lp = test::to_device(nans(batch)), ent = test::to_device(nans(batch));
   DeviceBuffer<float> g_lp = test::to_device(nans(batch)), g_ent = test::to_device(nans(batch));
-  DeviceBuffer<float> want_v = test::to_device(nans(batch));
-  DeviceBuffer<float> want_logits = test::to_device(nans(batch * cols));
-  DeviceBuffer<float> want_metrics = test::to_device(nans(kp::kPpoMetrics));
-  DeviceBuffer<float> want_sums = test::to_device(sums0);
-  DeviceBuffer<float> want_partials = test::to_device(nans(partials_count));
-  DeviceBuffer<std::uint64_t> want_counter = test::to_device(std::vector<std::uint64_t>{41});
   kernels::launch_categorical_forward(lp.data(), ent.data(), d_logits.data(), d_actions.data(),
                                       batch, cols, ctx.stream());
-  kp::launch_ppo_loss({g_lp.data(), g_ent.data(), want_v.data()}, want_metrics.data(),
-                      want_sums.data(), want_partials.data(), want_counter.data(),
+  kp::launch_ppo_loss({g_lp.data(), g_ent.data(), want.d_value.data()}, want.metrics.data(),
+                      want.sums.data(), want.partials.data(), want.counter.data(),
                       {lp.data(), ent.data(), d_v.data(), d_old_lp.data(), d_adv.data(),
                        d_ret.data(), d_old_v.data()},
                       batch, k, ctx.stream());
-  kernels::launch_categorical_backward(want_logits.data(), d_logits.data(), d_actions.data(),
+  kernels::launch_categorical_backward(want.d_logits.data(), d_logits.data(), d_actions.data(),
                                        g_lp.data(), g_ent.data(), batch, cols,
                                        nn::GradMode::Overwrite, ctx.stream());
-
-  // The fused pass.
-  DeviceBuffer<float> got_v = test::to_device(nans(batch));
-  DeviceBuffer<float> got_logits = test::to_device(nans(batch * cols));
-  DeviceBuffer<float> got_metrics = test::to_device(nans(kp::kPpoMetrics));
-  DeviceBuffer<float> got_sums = test::to_device(sums0);
-  DeviceBuffer<float> got_partials = test::to_device(nans(partials_count));
-  DeviceBuffer<std::uint64_t> got_counter = test::to_device(std::vector<std::uint64_t>{41});
-  kp::launch_categorical_ppo_loss(got_logits.data(), got_v.data(), got_metrics.data(),
-                                  got_sums.data(), got_partials.data(), got_counter.data(),
+  kp::launch_categorical_ppo_loss(got.d_logits.data(), got.d_value.data(), got.metrics.data(),
+                                  got.sums.data(), got.partials.data(), got.counter.data(),
                                   {d_logits.data(), d_actions.data(), d_v.data(), d_old_lp.data(),
                                    d_adv.data(), d_ret.data(), d_old_v.data()},
                                   batch, cols, k, ctx.stream());
   ctx.synchronize();
 
-  const std::vector<float> want_d_logits = want_logits.download();
-  const std::vector<float> got_d_logits = got_logits.download();
-  const std::vector<float> want_d_value = want_v.download(), got_d_value = got_v.download();
-  const std::vector<float> want_m = want_metrics.download(), got_m = got_metrics.download();
+  const std::vector<float> want_d_logits = want.d_logits.download();
+  const std::vector<float> got_d_logits = got.d_logits.download();
+  const std::vector<float> want_d_value = want.d_value.download();
+  const std::vector<float> got_d_value = got.d_value.download();
+  const std::vector<float> want_m = want.metrics.download(), got_m = got.metrics.download();
   std::printf("  batch %zu, %zu actions, clip_value_loss %d: %zu d_logits, %zu d_value, "
               "%zu partials, %zu metrics compared bit for bit (policy loss %.6g, clip fraction "
               "%.3g)\n",
@@ -413,11 +416,11 @@ TEST_P(PpoCategoricalLoss, EqualsTheThreeKernelSequenceBitForBit) {
       << "the three-kernel sequence left a value unwritten or non-finite";
   EXPECT_EQ(bits(got_d_logits), bits(want_d_logits)) << "d_logits";
   EXPECT_EQ(bits(got_d_value), bits(want_d_value)) << "d_value";
-  EXPECT_EQ(bits(got_partials.download()), bits(want_partials.download())) << "partials";
+  EXPECT_EQ(bits(got.partials.download()), bits(want.partials.download())) << "partials";
   EXPECT_EQ(bits(got_m), bits(want_m)) << "metrics";
-  EXPECT_EQ(bits(got_sums.download()), bits(want_sums.download())) << "metric sums";
-  EXPECT_EQ(got_counter.download()[0], 42u);
-  EXPECT_EQ(want_counter.download()[0], 42u);
+  EXPECT_EQ(bits(got.sums.download()), bits(want.sums.download())) << "metric sums";
+  EXPECT_EQ(got.counter.download()[0], 42u);
+  EXPECT_EQ(want.counter.download()[0], 42u);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, PpoCategoricalLoss,
