@@ -93,6 +93,14 @@ void Mlp::plan(ScratchPlan& plan) const {
     for (std::size_t l = 0; l + 1 < layers(); ++l)
       if (const auto e = lt_activation_forward(config_.hidden_activation.kind, config_.bias))
         plan.add_bytes(lt_aux_bytes(*e, config_.widths[l + 1], max_batch_));  // aux_l
+  if (fused_backward_configured())
+    plan.add<float>(kernels::fused_mlp_backward_scratch_floats(config_.widths, max_batch_));
+}
+
+bool Mlp::fused_backward_configured() const noexcept {
+  return config_.backend == GemmBackend::Cublas && config_.bias &&
+         kernels::derivative_from_output_exact(config_.hidden_activation.kind) &&
+         kernels::fused_mlp_backward_supports(config_.widths);
 }
 
 void Mlp::bind(ScratchArena& arena) {
@@ -109,6 +117,13 @@ void Mlp::bind(ScratchArena& arena) {
     for (std::size_t l = 0; l + 1 < layers(); ++l)
       if (const auto e = lt_activation_forward(config_.hidden_activation.kind, config_.bias))
         aux_[l] = arena.take_bytes(lt_aux_bytes(*e, config_.widths[l + 1], max_batch_));
+  fused_backward_scratch_ = nullptr;
+  fused_backward_scratch_floats_ = 0;
+  if (fused_backward_configured()) {
+    fused_backward_scratch_floats_ =
+        kernels::fused_mlp_backward_scratch_floats(config_.widths, max_batch_);
+    fused_backward_scratch_ = arena.take<float>(fused_backward_scratch_floats_);
+  }
   weights_.assign(layers(), nullptr);
   weight_grads_.assign(layers(), nullptr);
   biases_.assign(layers(), nullptr);
@@ -149,6 +164,13 @@ void Mlp::bind(ScratchArena& arena) {
                          activation_[l]};
     }
   }
+  fused_backward_ = fused_forward_ && fused_backward_configured();
+  fused_grads_ = {};
+  if (fused_backward_)
+    for (std::size_t l = 0; l < layers(); ++l) {
+      fused_grads_.weight[l] = weight_grads_[l];
+      fused_grads_.bias[l] = bias_grads_[l];
+    }
 }
 
 void Mlp::prepare_batch(std::size_t batch) {
@@ -323,6 +345,12 @@ void Mlp::backward(const StreamContext& context, const float* x, const float* dy
   check_batch("Mlp::backward", batch);
   if (config_.backend == GemmBackend::CublasLt) {
     backward_lt(context, x, dy, dx, batch, mode);
+    return;
+  }
+  if (fused_backward_ && dx == nullptr) {
+    kernels::launch_fused_mlp_backward(fused_, x, dy, batch, config_.hidden_activation,
+                                       fused_grads_, mode, fused_backward_scratch_,
+                                       fused_backward_scratch_floats_, context.stream());
     return;
   }
   // dz: the gradient at the current layer's pre-activation; starts as dy (the last layer has no

@@ -12,15 +12,19 @@
 // Forward saves each layer's pre-activation z_l and activation a_l [batch, width] in the arena
 // (overwritten by every forward); the backward reads them, so it must follow the forward of the
 // same x. Parameter gradients accumulate into the slab's grads (zero them once per step) or, with
-// GradMode::Overwrite, replace them (no zeroing needed); dx, when asked for, is overwritten. All work on the context's stream; no allocation, no host
-// synchronization: forward and backward are graph-capturable.
+// GradMode::Overwrite, replace them (no zeroing needed); dx, when asked for, is overwritten. All
+// work on the context's stream; no allocation, no host synchronization: forward and backward are
+// graph-capturable.
 //
 // Backends (MlpConfig::backend): Cublas (default) runs cublasSgemm plus the kit's bias and
-// activation kernels; a narrow MLP (biases, every width <= 128, at most 4 layers, weights that
-// fit in shared memory: the PPO actor and critic, the DQN Q-network) runs its whole forward as
-// one fused kernel instead (sums in a fixed order of its
-// own, so results equal the GEMM path to rounding, not bit for bit); with a ReLU or tanh hidden
-// activation it saves only a_l, and the backward forms f' from a_l (the same bits as from z_l). CublasLt runs every GEMM as one cublasLtMatmul planned at bind() for
+// activation kernels; a narrow MLP (biases, every width <= 128, at most 4 layers, weights and
+// tiles within 48 KiB of shared memory: the PPO actor and critic) runs its whole forward as one
+// fused kernel instead (sums in a fixed order of its own, so results equal the GEMM path to
+// rounding, not bit for bit); with a ReLU or tanh hidden activation it saves only a_l, and the
+// backward forms f' from a_l (the same bits as from z_l). If moreover every width is <= 64 and
+// the hidden widths are multiples of 4, a backward without dx is one fused kernel and a finish
+// (kernels/nn/mlp_backward_fused.h: the gradients to rounding of the GEMM path, in a fixed order).
+// CublasLt runs every GEMM as one cublasLtMatmul planned at bind() for
 // max_batch (prepare_batch() adds other batch sizes, before any capture): a hidden ReLU or GELU
 // (tanh) is fused into its layer's GEMM (RELU_AUX_BIAS / GELU_AUX_BIAS forward, the aux holding
 // the ReLU bit mask or the GELU input; DRELU_BGRAD / DGELU_BGRAD in the next layer's input
@@ -39,6 +43,7 @@
 #include <vector>
 
 #include "kernels/nn/activation.h"
+#include "kernels/nn/mlp_backward_fused.h"
 #include "kernels/nn/mlp_forward_fused.h"
 #include "lib/core/scratch_arena.h"
 #include "lib/core/stream.h"
@@ -134,6 +139,15 @@ class Mlp {
   kernels::FusedMlp fused_;
   // Fused forward with ReLU / tanh: hidden z_l are not written; the backward reads a_l instead.
   bool backward_from_output_ = false;
+  // Fused forward with ReLU / tanh and widths the fused backward takes
+  // (kernels/nn/mlp_backward_fused.h): backward without dx is that kernel and its finish (2
+  // launches), its block sums in an arena region sized by plan().
+  bool fused_backward_ = false;
+  kernels::FusedMlpGrads fused_grads_;
+  float* fused_backward_scratch_ = nullptr;
+  std::size_t fused_backward_scratch_floats_ = 0;
+  // Whether the configuration alone allows the fused backward (plan() reserves its scratch).
+  bool fused_backward_configured() const noexcept;
 };
 
 }  // namespace resident::nn
