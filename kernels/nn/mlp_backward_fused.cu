@@ -1,10 +1,11 @@
 // Fused narrow-MLP backward (contract in mlp_backward_fused.h). Block = 128 threads, tile = 32
 // rows, at most 256 blocks (each walks tiles b, b + grid, ...).
-// Shared memory: every layer's W [out][in] row-major (the input gradient dz W reads 4
-// consecutive inputs of one output row as a float4: no transpose), then three tiles [32][S],
+// Shared memory: W [out][in] row-major of every layer but the first (only the input gradients
+// dz W read W, and layer 0's is not asked for; a float4 holds 4 consecutive inputs of one
+// output row: no transpose), then three tiles [32][S],
 // S = round4(widest + 1): `a`, the layer's input plus a column of ones (whose "weight gradient"
 // is the bias gradient) zero-padded to a multiple of 4; `dz`, the layer's output gradient
-// zero-padded likewise; and the next dz. 44 KB for 4-64-64-2, under the 48 KB default.
+// zero-padded likewise; and the next dz. 43 KB for 4-64-64-2, under the 48 KB default.
 // Weight gradients: layer l's parameters, as a round4(out) x round4(in + 1) grid of 4x4 blocks,
 // are numbered layer after layer; thread t owns blocks t, t + 128, ... (at most 4) and keeps
 // their 16 sums in registers over all its block's tiles: per tile row, a float4 of dz and a
@@ -40,7 +41,7 @@ __host__ __device__ constexpr unsigned round4(unsigned n) { return (n + 3u) & ~3
 
 struct Layout {
   unsigned tile_stride = 0;    // S
-  unsigned weight_floats = 0;  // sum of out * in (in is a multiple of 4 but for layer 0)
+  unsigned weight_floats = 0;  // sum over layers l >= 1 of out * in (in a multiple of 4)
   unsigned grad_blocks = 0;    // 4x4 gradient blocks of all layers
   unsigned parameters = 0;     // sum of out * in + out
 };
@@ -64,7 +65,7 @@ __host__ __device__ inline Layout layout_of(const FusedMlp& mlp) {
   for (unsigned l = 0; l <= mlp.layers; ++l) widest = std::max(widest, mlp.widths[l]);
   layout.tile_stride = round4(widest + 1);
   for (unsigned l = 0; l < mlp.layers; ++l) {
-    layout.weight_floats += weight_floats_of(mlp, l);
+    if (l > 0) layout.weight_floats += weight_floats_of(mlp, l);
     layout.grad_blocks += grad_blocks_of(mlp, l);
     layout.parameters += parameters_of(mlp, l);
   }
@@ -76,25 +77,41 @@ std::size_t shared_bytes_of(const FusedMlp& mlp) {
   return (std::size_t{layout.weight_floats} + 3 * kRows * layout.tile_stride) * sizeof(float);
 }
 
-// i / d for i + 0.5 < 2^20 and d <= 256: (i + 0.5) / d lies at least 0.5 / d from an integer and
-// __fdividef's relative error (2^-22) moves it by less than 2^20 / d * 2^-21 = 0.5 / d.
+// i / d for i + 0.5 < 2^21: (i + 0.5) / d lies at least 0.5 / d from an integer, and
+// __fdividef's error (2 ulp, relative < 2^-22) moves it by less than 2^21 / d * 2^-22 = 0.5 / d.
 __device__ inline unsigned quotient(unsigned i, unsigned d) {
   return static_cast<unsigned>(__fdividef(static_cast<float>(i) + 0.5f, static_cast<float>(d)));
 }
 
+// Loads a thread issues before its shared stores in load_tile: 32 rows x at most 68 columns
+// over 128 threads (the loads of a tile are independent; issued together they cost one memory
+// round trip, not one each).
+constexpr unsigned kTileLoads = (kRows * 68 + kThreads - 1) / kThreads;
+
 // A tile [32][cols] of a row-major [rows, width] matrix from row0 (rows past the end and columns
 // past width read 0; column `width` reads 1 for a valid row when ones_column), into shared memory
-// with row stride S.
+// with row stride S. cols <= 68.
 __device__ inline void load_tile(float* tile, unsigned stride, const float* __restrict__ source,
                                  std::size_t row0, std::size_t rows, unsigned width,
                                  unsigned cols, bool ones_column) {
-  for (unsigned i = threadIdx.x; i < kRows * cols; i += kThreads) {
+  const unsigned total = kRows * cols;
+  float v[kTileLoads];
+#pragma unroll
+  for (unsigned b = 0; b < kTileLoads; ++b) {
+    const unsigned i = threadIdx.x + b * kThreads;
     const unsigned r = quotient(i, cols), c = i - r * cols;
     const std::size_t row = row0 + r;
-    float v = 0.0f;
-    if (row < rows)
-      v = c < width ? source[row * width + c] : (ones_column && c == width ? 1.0f : 0.0f);
-    tile[r * stride + c] = v;
+    const bool valid = i < total && row < rows;
+    v[b] = valid && c < width ? __ldg(source + row * width + c) : 0.0f;
+    if (valid && ones_column && c == width) v[b] = 1.0f;
+  }
+#pragma unroll
+  for (unsigned b = 0; b < kTileLoads; ++b) {
+    const unsigned i = threadIdx.x + b * kThreads;
+    if (i < total) {
+      const unsigned r = quotient(i, cols);
+      tile[r * stride + (i - r * cols)] = v[b];
+    }
   }
 }
 
@@ -110,17 +127,25 @@ __global__ void __launch_bounds__(kThreads)
   const Layout layout = layout_of(mlp);
   const unsigned stride = layout.tile_stride;
 
-  // Every layer's W, row-major with rows of round4(in) floats (coalesced reads).
+  // W of layers 1.. (row-major, coalesced reads; in is a multiple of 4), kWeightLoads loads in
+  // flight per thread before their stores.
   {
+    constexpr unsigned kWeightLoads = 16;
     unsigned offset = 0;
-    for (unsigned l = 0; l < layers; ++l) {
-      const unsigned in = mlp.widths[l], row_floats = round4(in);
+    for (unsigned l = 1; l < layers; ++l) {
+      const unsigned in = mlp.widths[l];
       const unsigned count = mlp.widths[l + 1] * in;
       const float* __restrict__ w = mlp.layer[l].weight;
-#pragma unroll 4
-      for (unsigned i = tid; i < count; i += kThreads) {
-        const unsigned j = quotient(i, in), k = i - j * in;
-        shared[offset + j * row_floats + k] = __ldg(w + i);
+      for (unsigned first = tid; first < count; first += kWeightLoads * kThreads) {
+        float v[kWeightLoads];
+#pragma unroll
+        for (unsigned b = 0; b < kWeightLoads; ++b) {
+          const unsigned i = first + b * kThreads;
+          v[b] = i < count ? __ldg(w + i) : 0.0f;
+        }
+#pragma unroll
+        for (unsigned b = 0; b < kWeightLoads; ++b)
+          if (first + b * kThreads < count) shared[offset + first + b * kThreads] = v[b];
       }
       offset += weight_floats_of(mlp, l);
     }
@@ -165,7 +190,7 @@ __global__ void __launch_bounds__(kThreads)
     unsigned weight_offset = layout.weight_floats;
     for (int l = static_cast<int>(layers) - 1; l >= 0; --l) {
       const unsigned in = mlp.widths[l], out = mlp.widths[l + 1];
-      weight_offset -= weight_floats_of(mlp, static_cast<unsigned>(l));
+      if (l > 0) weight_offset -= weight_floats_of(mlp, static_cast<unsigned>(l));
       const float* input = l == 0 ? x : mlp.layer[l - 1].activation;
       load_tile(tile_a, stride, input, row0, rows, in, round4(in + 1), true);
       __syncthreads();  // a and dz of layer l are complete
@@ -213,11 +238,14 @@ __global__ void __launch_bounds__(kThreads)
             for (unsigned m = 0; m < kRowsPerPass; ++m) {
               const unsigned r = r0 + m * groups;
               if (r >= kRows) break;
-              const float* a_row = tile_a + r * stride + 4 * q;
-              float* next_row = next + r * stride + 4 * q;
-#pragma unroll
-              for (unsigned c = 0; c < 4; ++c)
-                next_row[c] = s[m][c] * activation_math::derivative_from_output<Kind>(a_row[c]);
+              // 16-byte aligned (S and 4q are multiples of 4): one float4 each, no bank conflicts.
+              const float4 a = *reinterpret_cast<const float4*>(tile_a + r * stride + 4 * q);
+              float4 g;
+              g.x = s[m][0] * activation_math::derivative_from_output<Kind>(a.x);
+              g.y = s[m][1] * activation_math::derivative_from_output<Kind>(a.y);
+              g.z = s[m][2] * activation_math::derivative_from_output<Kind>(a.z);
+              g.w = s[m][3] * activation_math::derivative_from_output<Kind>(a.w);
+              *reinterpret_cast<float4*>(next + r * stride + 4 * q) = g;
             }
           }
         }
@@ -326,7 +354,10 @@ void launch_fused_mlp_backward(const FusedMlp& mlp, const float* x, const float*
   const std::span<const std::size_t> shape(widths, mlp.layers + 1);
   if (!fused_mlp_backward_supports(shape)) {
     std::string list;
-    for (const std::size_t w : shape) list += (list.empty() ? "" : "-") + std::to_string(w);
+    for (const std::size_t w : shape) {
+      if (!list.empty()) list += '-';
+      list += std::to_string(w);
+    }
     invalid("widths " + list + " not supported (1 to 4 layers, widths in [1, 64], hidden widths "
             "multiples of 4, 48 KB of shared memory)");
   }

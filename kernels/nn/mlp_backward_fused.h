@@ -24,8 +24,9 @@ struct FusedMlpGrads {
 };
 
 // Whether launch_fused_mlp_backward takes an MLP of these widths ({in, hidden..., out}): 1 to 4
-// layers, every width in [1, 64], hidden widths multiples of 4, and weight-gradient blocks that
-// fit the kernel's per-thread accumulators (4-64-64-A does; 64-64-64-64-64 does not).
+// layers, every width in [1, 64], hidden widths multiples of 4, weight-gradient blocks that fit
+// the kernel's per-thread accumulators and 48 KB of shared memory (the PPO nets 4-64-64-A do;
+// 64-64-64-64-64 does not).
 bool fused_mlp_backward_supports(std::span<const std::size_t> widths) noexcept;
 
 // Floats of scratch a launch for `rows` rows needs: min(ceil(rows / 32), 256) blocks x the

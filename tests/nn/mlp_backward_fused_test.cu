@@ -5,8 +5,10 @@
 //   dz_{l-1} = (dz_l W_l) * f'(a_{l-1}),  f' = 1 - a^2 (tanh) or [a > 0] (ReLU).
 // Tolerance per gradient entry: |gpu - ref| <= 1e-6 + 2e-5 * sum_r |term_r| (the fp32 sums run
 // over at most ceil(rows / 256 / 32) tiles of 32 rows per block, then over <= 256 block sums).
-// Shapes: the PPO actor/critic (4-64-64-2 / -1) at 1, 31, 33, 4097 and 40000 rows (one tile;
-// a partial tile; many tiles per block), a one-layer net, hidden widths 8/12 and 32/16, both
+// Shapes: the PPO actor/critic (4-64-64-2 / -1) at 1, 31, 33 and 4097 rows (one tile per block,
+// partial tiles) and 9000 / 40000 rows (several tiles per block: 282 / 1250 tiles on at most 256
+// blocks; 9000 also ends in a partial tile), one, two and four layers, hidden widths 4, 8/12,
+// 32/16 and 16, 20 outputs (389 gradient blocks: the fourth accumulator slot), both
 // activations, overwrite (gradients poisoned with NaN) and accumulate (gradients start random:
 // they must end at start + ref). CPU tests: which widths are supported, the scratch size and the
 // errors for bad arguments.
@@ -169,8 +171,12 @@ INSTANTIATE_TEST_SUITE_P(
     Shapes, FusedMlpBackwardTest,
     ::testing::Combine(::testing::Values(Case{{4, 64, 64, 2}, 1}, Case{{4, 64, 64, 2}, 31},
                                          Case{{4, 64, 64, 2}, 33}, Case{{4, 64, 64, 2}, 4097},
+                                         Case{{4, 64, 64, 2}, 9000},
                                          Case{{4, 64, 64, 1}, 40000}, Case{{5, 3}, 50},
-                                         Case{{6, 8, 12, 3}, 77}, Case{{16, 32, 16, 4}, 300}),
+                                         Case{{4, 64, 2}, 100}, Case{{3, 4, 2}, 40},
+                                         Case{{6, 8, 12, 3}, 77}, Case{{16, 32, 16, 4}, 300},
+                                         Case{{3, 16, 16, 16, 5}, 130},
+                                         Case{{4, 64, 64, 20}, 200}),
                        ::testing::Values(ActivationKind::Tanh, ActivationKind::Relu),
                        ::testing::Bool()),
     case_name);
@@ -181,6 +187,7 @@ TEST(FusedMlpBackward, SupportsNarrowMlpsWithHiddenWidthsInFours) {
   EXPECT_TRUE(kernels::fused_mlp_backward_supports(W{4, 64, 64, 2}));
   EXPECT_TRUE(kernels::fused_mlp_backward_supports(W{4, 64, 64, 1}));
   EXPECT_TRUE(kernels::fused_mlp_backward_supports(W{5, 3}));
+  EXPECT_TRUE(kernels::fused_mlp_backward_supports(W{4, 64, 64, 20}));  // 389 gradient blocks
   EXPECT_FALSE(kernels::fused_mlp_backward_supports(W{4, 65, 2}));        // width > 64
   EXPECT_FALSE(kernels::fused_mlp_backward_supports(W{4, 62, 2}));        // hidden not in 4s
   EXPECT_FALSE(kernels::fused_mlp_backward_supports(W{64, 128, 128, 3}));  // the DQN net

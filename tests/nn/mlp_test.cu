@@ -103,6 +103,50 @@ INSTANTIATE_TEST_SUITE_P(
                       std::make_tuple(std::vector<std::size_t>{64, 256, 256, 3}, 256),
                       std::make_tuple(std::vector<std::size_t>{4, 64, 64, 2}, 4096)));
 
+// A backward without dx takes the fused narrow-MLP backward where it applies (4-64-64-2 with
+// ReLU or tanh; kernels/nn/mlp_backward_fused.h); with dx, the GEMM path. Both parameter
+// gradients must match the reference (overwrite mode, grads poisoned first), at the tolerance
+// above.
+class MlpBackwardWithoutDx : public ::testing::TestWithParam<kernels::ActivationKind> {};
+
+TEST_P(MlpBackwardWithoutDx, FusedAndGemmGradientsMatchTheReference) {
+  RESIDENT_REQUIRE_GPU();
+  const std::vector<std::size_t> widths{4, 64, 64, 2};
+  const std::size_t batch = 4096;
+  MlpRig rig(nn::MlpConfig{.widths = widths, .hidden_activation = {GetParam()}}, batch, 23);
+  std::mt19937_64 rng(batch + static_cast<unsigned>(GetParam()));
+  const std::vector<float> x = random_floats(batch * widths.front(), -1.0f, 1.0f, rng);
+  const std::vector<float> dy = random_floats(batch * widths.back(), -1.0f, 1.0f, rng);
+  DeviceBuffer<float> d_x(x.size()), d_dy(dy.size()), d_dx(x.size());
+  d_x.upload(x);
+  d_dy.upload(dy);
+  const auto layers = reference_layers(rig.mlp);
+  const std::vector<double> params =
+      flat(rig.mlp, rig.slab, nn::SlabPart::Params, rig.context.stream());
+  std::vector<double> ref_dx(x.size()), ref_dparams(params.size());
+  reference::mlp_backward(layers, batch, params, to_double(x), to_double(dy),
+                          {ref_dx, ref_dparams}, reference::GradMode::Overwrite);
+  const test::nn_support::Tolerance tolerance{1e-4, 1e-3};
+  for (const bool with_dx : {false, true}) {
+    std::vector<float> poison(rig.slab.total_elements(), std::nanf(""));
+    ASSERT_EQ(cudaMemcpy(rig.slab.grads(), poison.data(), poison.size() * sizeof(float),
+                         cudaMemcpyHostToDevice),
+              cudaSuccess);
+    rig.mlp.forward(rig.context, d_x.data(), batch);
+    rig.mlp.backward(rig.context, d_x.data(), d_dy.data(), with_dx ? d_dx.data() : nullptr,
+                     batch, nn::GradMode::Overwrite);
+    rig.context.synchronize();
+    const std::vector<double> grads =
+        flat(rig.mlp, rig.slab, nn::SlabPart::Grads, rig.context.stream());
+    expect_close(std::vector<float>(grads.begin(), grads.end()), ref_dparams, tolerance,
+                 with_dx ? "dparams (GEMM path, with dx)" : "dparams (fused, without dx)");
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Activations, MlpBackwardWithoutDx,
+                         ::testing::Values(kernels::ActivationKind::Relu,
+                                           kernels::ActivationKind::Tanh));
+
 // Both GEMM backends: the default cuBLAS one (unfused MSE, grads zeroed then accumulated) and
 // the opt-in cuBLASLt one (fused MSE; its slab holds the Mlp alone, so grads are overwritten).
 class MlpTraining : public ::testing::TestWithParam<nn::GemmBackend> {};
