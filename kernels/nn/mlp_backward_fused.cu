@@ -20,6 +20,7 @@
 
 #include "kernels/nn/activation_math.cuh"
 #include "kernels/nn/row_reduce.cuh"
+#include "kernels/nn/tile_quad_product.cuh"
 #include "lib/core/error.h"
 #include "lib/core/nvtx_range.h"
 
@@ -221,19 +222,9 @@ __global__ void __launch_bounds__(kThreads)
         const unsigned q = tid % quads, g = tid / quads;
         if (g < groups) {
           for (unsigned r0 = g; r0 < kRows; r0 += groups * kRowsPerPass) {
-            float s[kRowsPerPass][4] = {};
-            for (unsigned j = 0; j < out; ++j) {
-              const float4 wv = *reinterpret_cast<const float4*>(w + j * row_floats + 4 * q);
-#pragma unroll
-              for (unsigned m = 0; m < kRowsPerPass; ++m) {
-                const unsigned r = r0 + m * groups;
-                const float d = r < kRows ? dz[r * stride + j] : 0.0f;
-                s[m][0] = fmaf(d, wv.x, s[m][0]);
-                s[m][1] = fmaf(d, wv.y, s[m][1]);
-                s[m][2] = fmaf(d, wv.z, s[m][2]);
-                s[m][3] = fmaf(d, wv.w, s[m][3]);
-              }
-            }
+            float s[kRowsPerPass][4];
+            tile_quad_product<kRowsPerPass, kRows>(s, dz, stride, w, row_floats, out, r0, groups,
+                                                   q);
 #pragma unroll
             for (unsigned m = 0; m < kRowsPerPass; ++m) {
               const unsigned r = r0 + m * groups;

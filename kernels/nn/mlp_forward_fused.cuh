@@ -17,6 +17,7 @@
 
 #include "kernels/nn/activation_math.cuh"
 #include "kernels/nn/mlp_forward_fused.h"
+#include "kernels/nn/tile_quad_product.cuh"
 #include "lib/core/error.h"
 
 namespace resident::kernels::fused_mlp {
@@ -158,19 +159,9 @@ __global__ void __launch_bounds__(Shape::kThreads)
         const unsigned q = tid % quads, g = tid / quads;
         if (g < groups) {
           for (unsigned r0 = g; r0 < kRows; r0 += groups * kRowsPerPass) {
-            float acc[kRowsPerPass][4] = {};
-            for (unsigned k = 0; k < k_count; ++k) {
-              const float4 w = *reinterpret_cast<const float4*>(wt + k * n + 4 * q);
-  #pragma unroll
-              for (unsigned m = 0; m < kRowsPerPass; ++m) {
-                const unsigned r = r0 + m * groups;
-                const float a = r < kRows ? in_tile[r * stride + k] : 0.0f;
-                acc[m][0] = fmaf(a, w.x, acc[m][0]);
-                acc[m][1] = fmaf(a, w.y, acc[m][1]);
-                acc[m][2] = fmaf(a, w.z, acc[m][2]);
-                acc[m][3] = fmaf(a, w.w, acc[m][3]);
-              }
-            }
+            float acc[kRowsPerPass][4];
+            tile_quad_product<kRowsPerPass, kRows>(acc, in_tile, stride, wt, n, k_count, r0,
+                                                   groups, q);
   #pragma unroll
             for (unsigned m = 0; m < kRowsPerPass; ++m) {
               const unsigned r = r0 + m * groups;
