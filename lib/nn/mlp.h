@@ -11,9 +11,11 @@
 // Tensors "<name>.<l>.weight" [out, in] (weight decay) and "<name>.<l>.bias" [out] (no decay).
 // Forward saves each layer's pre-activation z_l and activation a_l [batch, width] in the arena
 // (overwritten by every forward); the backward reads them, so it must follow the forward of the
-// same x. Parameter gradients accumulate into the slab's grads (zero them once per step) or, with
-// GradMode::Overwrite, replace them (no zeroing needed); dx, when asked for, is overwritten. All
-// work on the context's stream; no allocation, no host synchronization: forward and backward are
+// same x (with the Cublas backend, its first `batch` rows: a forward over more rows, e.g. DQN's
+// [states; next_states], may be back-propagated for its first part). Parameter gradients
+// accumulate into the slab's grads (zero them once per step) or, with GradMode::Overwrite,
+// replace them (no zeroing needed); dx, when asked for, is overwritten. All work on the
+// context's stream; no allocation, no host synchronization: forward and backward are
 // graph-capturable.
 //
 // Backends (MlpConfig::backend): Cublas (default) runs cublasSgemm plus the kit's bias and

@@ -67,8 +67,7 @@ GpuReplayBuffer::GpuReplayBuffer(const ReplayConfig& config, std::size_t max_bat
       out_indices_(max_batch),
       out_generations_(max_batch),
       out_weights_(max_batch),
-      out_states_(max_batch * config.state_dim),
-      out_next_states_(max_batch * config.state_dim),
+      out_state_pairs_(2 * max_batch * config.state_dim),
       out_rewards_(max_batch),
       out_actions_(max_batch),
       out_dones_(max_batch) {
@@ -149,8 +148,11 @@ DeviceSampledBatch GpuReplayBuffer::draw(const double* device_uniforms, std::siz
                   __FILE__, __LINE__);
   validate_batch(batch, size_);
   const auto b = static_cast<std::uint32_t>(batch);
-  const kernels::SampledRowsView rows{out_states_.data(), out_actions_.data(), out_rewards_.data(),
-                                      out_next_states_.data(), out_dones_.data()};
+  // states then next_states, one [2 batch, state_dim] block (DeviceSampledBatch's promise).
+  float* const states = out_state_pairs_.data();
+  float* const next_states = states + batch * config_.state_dim;
+  const kernels::SampledRowsView rows{states, out_actions_.data(), out_rewards_.data(),
+                                      next_states, out_dones_.data()};
   if (is_rank(config_)) {
     const auto capacity = static_cast<std::uint32_t>(config_.capacity);
     kernels::launch_sort_priorities(sorted_priorities_.data(), sorted_slots_.data(),
@@ -171,10 +173,10 @@ DeviceSampledBatch GpuReplayBuffer::draw(const double* device_uniforms, std::siz
           out_indices_.data(),
           out_generations_.data(),
           out_weights_.data(),
-          out_states_.data(),
+          states,
           out_actions_.data(),
           out_rewards_.data(),
-          out_next_states_.data(),
+          next_states,
           out_dones_.data()};
 }
 

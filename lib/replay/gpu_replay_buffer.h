@@ -51,6 +51,8 @@ struct DeviceSampledBatch {
   const float* rewards = nullptr;              // [batch]
   const float* next_states = nullptr;          // [batch, state_dim]
   const std::uint8_t* dones = nullptr;         // [batch]
+  // GpuReplayBuffer's batches keep next_states == states + batch * state_dim: one
+  // [2 batch, state_dim] block, so a network can evaluate both in one forward.
 };
 
 // Largest capacity the device tree supports (2P nodes indexed with 32 bits).
@@ -131,7 +133,7 @@ class GpuReplayBuffer {
 
   // Sample outputs [max_batch].
   DeviceBuffer<std::uint32_t> out_indices_, out_generations_;
-  DeviceBuffer<float> out_weights_, out_states_, out_next_states_, out_rewards_;
+  DeviceBuffer<float> out_weights_, out_state_pairs_, out_rewards_;  // pairs [2 max_batch, dim]
   DeviceBuffer<std::int32_t> out_actions_;
   DeviceBuffer<std::uint8_t> out_dones_;
 

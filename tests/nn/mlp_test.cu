@@ -103,6 +103,39 @@ INSTANTIATE_TEST_SUITE_P(
                       std::make_tuple(std::vector<std::size_t>{64, 256, 256, 3}, 256),
                       std::make_tuple(std::vector<std::size_t>{4, 64, 64, 2}, 4096)));
 
+// A backward may take the first rows of a larger forward (cuBLAS backend): DQN evaluates
+// [states; next_states] in one forward and back-propagates the states half. dx and the
+// parameter gradients must match the reference of a forward over those rows alone.
+TEST(MlpPrefixBackward, FirstRowsOfALargerForwardMatchTheReference) {
+  RESIDENT_REQUIRE_GPU();
+  const std::vector<std::size_t> widths{64, 128, 128, 3};  // the DQN Q-network
+  const std::size_t batch = 256;
+  MlpRig rig(widths, 2 * batch, 29);
+  std::mt19937_64 rng(4242);
+  const std::vector<float> x = random_floats(2 * batch * widths.front(), -1.0f, 1.0f, rng);
+  const std::vector<float> dy = random_floats(batch * widths.back(), -1.0f, 1.0f, rng);
+  DeviceBuffer<float> d_x(x.size()), d_dy(dy.size()), d_dx(batch * widths.front());
+  d_x.upload(x);
+  d_dy.upload(dy);
+  d_dx.upload(test::nn_support::nans(batch * widths.front()));
+  rig.slab.zero_grads(rig.context.stream());
+  rig.mlp.forward(rig.context, d_x.data(), 2 * batch);
+  rig.mlp.backward(rig.context, d_x.data(), d_dy.data(), d_dx.data(), batch);
+  rig.context.synchronize();
+  const auto layers = reference_layers(rig.mlp);
+  const std::vector<double> params =
+      flat(rig.mlp, rig.slab, nn::SlabPart::Params, rig.context.stream());
+  const std::vector<float> first_rows(x.begin(), x.begin() + batch * widths.front());
+  std::vector<double> ref_dx(first_rows.size()), ref_dparams(params.size());
+  reference::mlp_backward(layers, batch, params, to_double(first_rows), to_double(dy),
+                          {ref_dx, ref_dparams}, reference::GradMode::Overwrite);
+  const test::nn_support::Tolerance tolerance{1e-4, 1e-3};
+  expect_close(d_dx.download(), ref_dx, tolerance, "dx");
+  const std::vector<double> grads =
+      flat(rig.mlp, rig.slab, nn::SlabPart::Grads, rig.context.stream());
+  expect_close(std::vector<float>(grads.begin(), grads.end()), ref_dparams, tolerance, "dparams");
+}
+
 // A backward without dx takes the fused narrow-MLP backward where it applies (4-64-64-2 with
 // ReLU or tanh; kernels/nn/mlp_backward_fused.h); with dx, the GEMM path. Both parameter
 // gradients must match the reference (overwrite mode, grads poisoned first), at the tolerance

@@ -137,7 +137,9 @@ DqnTrainer::DqnTrainer(const DqnConfig& config)
   b_ = config_.batch;
   const QNetworkShape shape{d_, a_, config_.hidden, config_.dueling};
   const std::size_t max_batch = std::max(n_, b_);
-  online_ = std::make_unique<QNetwork>(shape, max_batch, online_slab_);
+  // The online network also takes [states; next_states] of a batch in one forward (2b rows:
+  // train_on_batch). max_batch sizes the arena only: both slabs keep the same layout.
+  online_ = std::make_unique<QNetwork>(shape, std::max(max_batch, 2 * b_), online_slab_);
   target_ = std::make_unique<QNetwork>(shape, max_batch, target_slab_);
   online_slab_.finalize();
   target_slab_.finalize();
@@ -216,12 +218,22 @@ void DqnTrainer::collect_step() {
 void DqnTrainer::train_on_batch(const SampleView& batch) {
   const cudaStream_t s = context_.stream();
   const float delta = static_cast<float>(config_.huber_delta);
-  const float* q_next_online = online_->forward(context_, batch.next_states, b_);
+  // The online Q-values of s and s': one forward of the 2b rows [states; next_states] when the
+  // batch is one block (the GPU replay's batches are), its first b rows Q(s); else two. The
+  // backward below reads the first b rows of the saved activations either way.
+  const float* q = nullptr;
+  const float* q_next_online = nullptr;
+  if (batch.next_states == batch.states + b_ * d_) {
+    q = online_->forward(context_, batch.states, 2 * b_);
+    q_next_online = q + b_ * a_;
+  } else {
+    q_next_online = online_->forward(context_, batch.next_states, b_);
+  }
   const float* q_next_target = target_->forward(context_, batch.next_states, b_);
   kd::launch_double_dqn_target(targets_.data(), q_next_online, q_next_target, batch.rewards,
                                batch.dones, b_, a_, static_cast<float>(config_.gamma),
                                config_.reward_scale, s);
-  const float* q = online_->forward(context_, batch.states, b_);
+  if (q == nullptr) q = online_->forward(context_, batch.states, b_);
   kd::launch_td_error(q_taken_.data(), td_errors_.data(), q, batch.actions, targets_.data(), b_,
                       a_, s);
   kernels::launch_huber_loss(loss_.data(), loss_partials_.data(), loss_partials_.size(),
