@@ -219,11 +219,15 @@ void DqnTrainer::train_on_batch(const SampleView& batch) {
   const cudaStream_t s = context_.stream();
   const float delta = static_cast<float>(config_.huber_delta);
   // The online Q-values of s and s': one forward of the 2b rows [states; next_states] when the
-  // batch is one block (the GPU replay's batches are), its first b rows Q(s); else two. The
-  // backward below reads the first b rows of the saved activations either way.
+  // batch is one block (the GPU replay's batches; the host-staged ones are two uploads), its
+  // first b rows Q(s); else two. The backward below reads the first b rows of the saved
+  // activations either way.
   const float* q = nullptr;
   const float* q_next_online = nullptr;
-  if (batch.next_states == batch.states + b_ * d_) {
+  if (batch.states_then_next_states) {
+    if (batch.next_states != batch.states + b_ * d_)
+      throw Error("DqnTrainer::train_on_batch", "internal error",
+                  "a batch said to be one [2b, d] block is not", __FILE__, __LINE__);
     q = online_->forward(context_, batch.states, 2 * b_);
     q_next_online = q + b_ * a_;
   } else {
@@ -260,7 +264,7 @@ void DqnTrainer::enqueue_step(bool train) {
   for (std::size_t g = 0; g < config_.gradient_steps_per_env_step; ++g) {
     const DeviceSampledBatch sampled = gpu_replay_->sample(b_);
     train_on_batch({sampled.states, sampled.actions, sampled.rewards, sampled.next_states,
-                    sampled.dones, sampled.is_weights});
+                    sampled.dones, sampled.is_weights, /*states_then_next_states=*/true});
     gpu_replay_->update_priorities(sampled.indices, sampled.generations, td_errors_.data(), b_);
     kd::launch_train_metrics(metrics_state(), loss_.data(), td_errors_.data(), b_,
                              context_.stream());

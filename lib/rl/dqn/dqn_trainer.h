@@ -112,6 +112,9 @@ class DqnTrainer {
     const float* next_states;
     const std::uint8_t* dones;
     const float* is_weights;
+    // next_states == states + b * d (one [2b, d] block, as the GPU replay gathers them): the
+    // online network evaluates both in one forward.
+    bool states_then_next_states = false;
   };
 
   void step(bool train);          // one whole step, eagerly or by graph replay
