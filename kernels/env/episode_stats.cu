@@ -4,6 +4,7 @@
 // the per-env accumulators [N]. Deterministic for a given N.
 #include "kernels/env/episode_stats.h"
 
+#include "kernels/env/episode_totals.cuh"
 #include "lib/core/error.h"
 #include "lib/core/nvtx_range.h"
 
@@ -16,8 +17,6 @@ constexpr unsigned kThreads = 256;
 __global__ void episode_stats(double* return_sum, unsigned long long* episodes,
                               float* completed_return_sum, std::uint32_t* completed_episodes,
                               std::size_t env_count, bool clear) {
-  __shared__ double sums[kThreads];
-  __shared__ unsigned long long counts[kThreads];
   double sum = 0.0;
   unsigned long long count = 0;
   for (std::size_t n = threadIdx.x; n < env_count; n += kThreads) {
@@ -28,20 +27,7 @@ __global__ void episode_stats(double* return_sum, unsigned long long* episodes,
       completed_episodes[n] = 0;
     }
   }
-  sums[threadIdx.x] = sum;
-  counts[threadIdx.x] = count;
-  __syncthreads();
-  for (unsigned half = kThreads / 2; half > 0; half /= 2) {
-    if (threadIdx.x < half) {
-      sums[threadIdx.x] += sums[threadIdx.x + half];
-      counts[threadIdx.x] += counts[threadIdx.x + half];
-    }
-    __syncthreads();
-  }
-  if (threadIdx.x == 0) {
-    *return_sum = sums[0];
-    *episodes = counts[0];
-  }
+  episode_totals::write_block_totals<kThreads>(sum, count, return_sum, episodes);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // Episode statistics from cumulative per-env sums (contract in episode_stats_delta.h).
 #include "kernels/rl/ppo/episode_stats_delta.h"
 
+#include "kernels/env/episode_totals.cuh"
 #include "lib/core/error.h"
 #include "lib/core/nvtx_range.h"
 
@@ -14,8 +15,6 @@ __global__ void __launch_bounds__(kThreads)
     episode_stats_delta(double* return_sum, unsigned long long* episodes, float* snapshot_return,
                         std::uint32_t* snapshot_count, const float* cumulative_return,
                         const std::uint32_t* cumulative_count, std::size_t env_count) {
-  __shared__ double sums[kThreads];
-  __shared__ unsigned long long counts[kThreads];
   double sum = 0.0;
   unsigned long long count = 0;
   for (std::size_t n = threadIdx.x; n < env_count; n += kThreads) {
@@ -26,20 +25,7 @@ __global__ void __launch_bounds__(kThreads)
     snapshot_return[n] = current_return;
     snapshot_count[n] = current_count;
   }
-  sums[threadIdx.x] = sum;
-  counts[threadIdx.x] = count;
-  __syncthreads();
-  for (unsigned half = kThreads / 2; half > 0; half /= 2) {
-    if (threadIdx.x < half) {
-      sums[threadIdx.x] += sums[threadIdx.x + half];
-      counts[threadIdx.x] += counts[threadIdx.x + half];
-    }
-    __syncthreads();
-  }
-  if (threadIdx.x == 0) {
-    *return_sum = sums[0];
-    *episodes = counts[0];
-  }
+  episode_totals::write_block_totals<kThreads>(sum, count, return_sum, episodes);
 }
 
 }  // namespace
