@@ -12,11 +12,11 @@
 // Forward saves each layer's pre-activation z_l and activation a_l [batch, width] in the arena
 // (overwritten by every forward); the backward reads them, so it must follow the forward of the
 // same x (with the Cublas backend, its first `batch` rows: a forward over more rows, e.g. DQN's
-// [states; next_states], may be back-propagated for its first part). Parameter gradients
-// accumulate into the slab's grads (zero them once per step) or, with GradMode::Overwrite,
-// replace them (no zeroing needed); dx, when asked for, is overwritten. All work on the
-// context's stream; no allocation, no host synchronization: forward and backward are
-// graph-capturable.
+// [states; next_states], may be back-propagated for its first part; see backward()).
+// Parameter gradients accumulate into the slab's grads (zero them once per step) or, with
+// GradMode::Overwrite, replace them (no zeroing needed); dx, when asked for, is overwritten.
+// All work on the context's stream; no allocation, no host synchronization: forward and
+// backward are graph-capturable.
 //
 // Backends (MlpConfig::backend): Cublas (default) runs cublasSgemm plus the kit's bias and
 // activation kernels; a narrow MLP (biases, every width <= 128, at most 4 layers, weights and
@@ -98,7 +98,10 @@ class Mlp {
   // otherwise. batch is checked as by forward().
   const kernels::FusedMlp* fused_view(std::size_t batch) const;
   // dy [batch, out] -> parameter grads (accumulated or overwritten as `mode` says) and dx
-  // [batch, in] (overwritten; null: skip).
+  // [batch, in] (overwritten; null: skip). x and the saved tensors are those of the last forward,
+  // whose batch may be larger: its first `batch` rows are back-propagated (rows past them are
+  // ignored), with the results of a forward over those rows alone up to that forward's rounding
+  // (the Cublas backend, fused paths included).
   void backward(const StreamContext& context, const float* x, const float* dy, float* dx,
                 std::size_t batch, GradMode mode = GradMode::Accumulate);
 

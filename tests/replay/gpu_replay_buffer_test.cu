@@ -107,7 +107,10 @@ TEST_P(GpuReplayMatchesCpu, SameDrawsWeightsRowsAndPriorities) {
       std::vector<double> uniforms(batch);
       for (double& u : uniforms) u = unit_uniform(rng);
       const auto device_uniforms = to_device(uniforms);
-      const HostSample got = download(gpu.sample_with_uniforms(device_uniforms.data(), batch), kDim);
+      const DeviceSampledBatch sampled = gpu.sample_with_uniforms(device_uniforms.data(), batch);
+      // DeviceSampledBatch's promise: one [2 batch, dim] block (DQN's merged forward uses it).
+      ASSERT_EQ(sampled.next_states, sampled.states + batch * kDim) << "batch " << batch;
+      const HostSample got = download(sampled, kDim);
       SampledBatch want;
       cpu.sample_with_uniforms(uniforms, want);
       expect_same_sample(got, want, "capacity " + std::to_string(capacity) + " insert " +

@@ -41,7 +41,8 @@ class QNetwork {
   // Q-values [batch, A], valid until the next forward of this network. Hot path.
   const float* forward(const StreamContext& context, const float* x, std::size_t batch);
   // Parameter gradients of sum(d_values * Q) ACCUMULATE into the slab's grads; must follow the
-  // forward of the same x. Hot path.
+  // forward of the same x, or of a larger batch starting with it (its first `batch` rows: the
+  // trainer's [states; next_states] forward). Hot path.
   void backward(const StreamContext& context, const float* x, const float* d_values,
                 std::size_t batch);
 
