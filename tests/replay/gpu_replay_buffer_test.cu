@@ -6,6 +6,7 @@
 // 10^6 updates without drift, graph capture under the audit, and the CPU fallback.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -187,6 +188,61 @@ TEST(GpuReplay, UpdateRulesDuplicatesStaleNonFiniteAndBadIndex) {
   long double total = 0;
   for (double p : after) total += p;
   EXPECT_NEAR(sums[1], static_cast<double>(total), 1e-12 * sums[1]);
+}
+
+// The update kernel's two block shapes (256 threads up to 256 entries, else 512 per chunk) at
+// their boundaries, with duplicates (within and across chunks), stale and non-finite entries:
+// every leaf is the CPU oracle's, every internal node the sum of its children, and the max and
+// min trees agree with the leaves (the next insert gets the maximum; IS weights use the minimum).
+TEST(GpuReplay, UpdateMatchesCpuAtBlockShapeBoundaries) {
+  RESIDENT_REQUIRE_GPU();
+  const std::size_t capacity = 3000;  // P = 4096, depth 12
+  const ReplayConfig config = make_config(capacity, ReplayPriorityMode::Proportional, ReplaySampling::Stratified);
+  Stream stream;
+  GpuReplayBuffer gpu(config, 8, 21, stream.get());
+  CpuReplayBuffer cpu(config);
+  std::mt19937_64 rng(31);
+  { TwinInsert fill(HostTransitions(capacity, kDim, rng), gpu, cpu); }
+  std::lognormal_distribution<float> magnitude(0.0f, 2.0f);
+  for (const std::size_t count : {1u, 255u, 256u, 257u, 512u, 513u, 1500u}) {
+    std::vector<std::uint32_t> idx(count), gen(count, 1);
+    std::vector<float> td(count);
+    for (std::size_t e = 0; e < count; ++e) {
+      idx[e] = static_cast<std::uint32_t>(e % 3 == 0 ? rng() % 40 : rng() % capacity);  // 40 hot slots
+      td[e] = magnitude(rng);
+      if (rng() % 17 == 0) gen[e] = 2;  // stale: every slot holds generation 1
+      if (rng() % 23 == 0) td[e] = std::numeric_limits<float>::quiet_NaN();
+    }
+    const auto d_idx = to_device(idx);
+    const auto d_gen = to_device(gen);
+    const auto d_td = to_device(td);
+    gpu.update_priorities(d_idx.data(), d_gen.data(), d_td.data(), count);
+    cpu.update_priorities(idx, gen, td);
+    const std::vector<double> sums = gpu.read_tree_sums();
+    const std::size_t leaves = sums.size() / 2;
+    for (std::size_t s = 0; s < capacity; ++s)
+      ASSERT_LE(std::fabs(sums[leaves + s] - cpu.leaf_priority(s)), 1e-12 * cpu.leaf_priority(s))
+          << "count " << count << ", slot " << s;
+    for (std::size_t node = 1; node < leaves; ++node)
+      ASSERT_EQ(sums[node], sums[2 * node] + sums[2 * node + 1]) << "count " << count << ", node " << node;
+  }
+  const kernels::ReplayCounters counters = gpu.read_counters();
+  EXPECT_EQ(counters.nonfinite, cpu.take_nonfinite_count());
+  EXPECT_EQ(counters.stale, cpu.take_stale_count());
+  EXPECT_GT(counters.nonfinite, 0u);
+  EXPECT_GT(counters.stale, 0u);
+  const std::vector<double> before = gpu.read_leaf_priorities();
+  const double max_leaf = *std::max_element(before.begin(), before.end());
+  { TwinInsert one(HostTransitions(1, kDim, rng), gpu, cpu); }  // wraps onto slot 0
+  EXPECT_EQ(gpu.read_leaf_priorities()[0], max_leaf);
+  sync_cpu_priorities(gpu, cpu);
+  std::vector<double> uniforms(8);
+  for (double& u : uniforms) u = unit_uniform(rng);
+  const auto device_uniforms = to_device(uniforms);
+  SampledBatch want;
+  cpu.sample_with_uniforms(uniforms, want);
+  expect_same_sample(download(gpu.sample_with_uniforms(device_uniforms.data(), 8), kDim), want,
+                     "after the boundary updates");
 }
 
 TEST(GpuReplay, NonFiniteTdErrorIsReportedAtTheReadback) {
