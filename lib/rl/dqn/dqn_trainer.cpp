@@ -7,13 +7,10 @@
 #include <span>
 #include <string>
 
-#include "kernels/nn/losses.h"
-#include "kernels/rl/dqn/action_value_grad.h"
-#include "kernels/rl/dqn/double_dqn_target.h"
+#include "kernels/rl/dqn/dqn_loss_head.h"
 #include "kernels/rl/dqn/epsilon_greedy.h"
 #include "kernels/rl/dqn/episode_tracker.h"
 #include "kernels/rl/dqn/target_update.h"
-#include "kernels/rl/dqn/td_error.h"
 #include "kernels/rl/dqn/train_metrics.h"
 #include "kernels/rl/dqn/transition_assembly.h"
 #include "lib/core/error.h"
@@ -166,12 +163,8 @@ DqnTrainer::DqnTrainer(const DqnConfig& config)
   train_counters_ = DeviceBuffer<std::uint64_t>(kd::kTrainCounterCount);
   epoch_return_sum_ = DeviceBuffer<double>(1);
   epoch_loss_sum_ = DeviceBuffer<double>(1);
-  targets_ = DeviceBuffer<float>(b_);
-  q_taken_ = DeviceBuffer<float>(b_);
   td_errors_ = DeviceBuffer<float>(b_);
   loss_ = DeviceBuffer<float>(1);
-  loss_partials_ = DeviceBuffer<float>(kernels::loss_partials_count(b_));
-  d_q_taken_ = DeviceBuffer<float>(b_);
   d_q_ = DeviceBuffer<float>(b_ * a_);
   summary_ = DeviceBuffer<kd::EpochSummary>(1);
   status_ = DeviceBuffer<kd::EpochStatus>(1);
@@ -234,20 +227,14 @@ void DqnTrainer::train_on_batch(const SampleView& batch) {
     q_next_online = online_->forward(context_, batch.next_states, b_);
   }
   const float* q_next_target = target_->forward(context_, batch.next_states, b_);
-  kd::launch_double_dqn_target(targets_.data(), q_next_online, q_next_target, batch.rewards,
-                               batch.dones, b_, a_, static_cast<float>(config_.gamma),
-                               config_.reward_scale, s);
   if (q == nullptr) q = online_->forward(context_, batch.states, b_);
-  kd::launch_td_error(q_taken_.data(), td_errors_.data(), q, batch.actions, targets_.data(), b_,
-                      a_, s);
-  kernels::launch_huber_loss(loss_.data(), loss_partials_.data(), loss_partials_.size(),
-                             q_taken_.data(), targets_.data(), batch.is_weights, b_, 1, delta, s);
-  online_slab_.zero_grads(s);
-  kernels::launch_huber_loss_backward(d_q_taken_.data(), q_taken_.data(), targets_.data(),
-                                      batch.is_weights, b_, 1, delta, 1.0f,
-                                      nn::GradMode::Overwrite, s);
-  kd::launch_action_value_grad(d_q_.data(), d_q_taken_.data(), batch.actions, b_, a_, s);
-  online_->backward(context_, batch.states, d_q_.data(), b_);
+  // Targets, TD errors, the weighted Huber loss and d loss / dQ in one launch; the backward
+  // then overwrites every grad of the online network (no zeroing).
+  kd::launch_dqn_loss_head({td_errors_.data(), loss_.data(), d_q_.data()},
+                           {q, q_next_online, q_next_target, batch.actions, batch.rewards,
+                            batch.dones, batch.is_weights},
+                           b_, a_, static_cast<float>(config_.gamma), config_.reward_scale, delta, s);
+  online_->backward(context_, batch.states, d_q_.data(), b_, nn::GradMode::Overwrite);
   online_slab_.clip_and_adamw_step(static_cast<float>(config_.max_grad_norm), config_.adamw, s);
   kd::launch_target_update(target_slab_.params(), online_slab_.params(),
                            online_slab_.total_elements(), static_cast<float>(config_.tau),

@@ -145,7 +145,7 @@ class DqnTrainer {
   DeviceBuffer<std::uint64_t> tracker_counters_, train_counters_;
   DeviceBuffer<double> epoch_return_sum_, epoch_loss_sum_;
   // Train step scratch.
-  DeviceBuffer<float> targets_, q_taken_, td_errors_, loss_, loss_partials_, d_q_taken_, d_q_;
+  DeviceBuffer<float> td_errors_, loss_, d_q_;
   // Epoch readback.
   DeviceBuffer<kernels::dqn::EpochSummary> summary_;
   DeviceBuffer<kernels::dqn::EpochStatus> status_;

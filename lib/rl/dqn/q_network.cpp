@@ -50,14 +50,14 @@ const float* QNetwork::forward(const StreamContext& context, const float* x, std
 }
 
 void QNetwork::backward(const StreamContext& context, const float* x, const float* d_values,
-                        std::size_t batch) {
+                        std::size_t batch, nn::GradMode mode) {
   const float* dy = d_values;
   if (shape_.dueling) {
     kernels::dqn::launch_dueling_backward(d_head_.data(), d_values, batch, shape_.action_count,
                                           context.stream());
     dy = d_head_.data();
   }
-  mlp_.backward(context, x, dy, nullptr, batch);
+  mlp_.backward(context, x, dy, nullptr, batch, mode);
 }
 
 }  // namespace resident::rl

@@ -40,11 +40,12 @@ class QNetwork {
 
   // Q-values [batch, A], valid until the next forward of this network. Hot path.
   const float* forward(const StreamContext& context, const float* x, std::size_t batch);
-  // Parameter gradients of sum(d_values * Q) ACCUMULATE into the slab's grads; must follow the
-  // forward of the same x, or of a larger batch starting with it (its first `batch` rows: the
-  // trainer's [states; next_states] forward). Hot path.
+  // Parameter gradients of sum(d_values * Q) into the slab's grads (mode: accumulate, or
+  // overwrite every grad of this network: no zeroing needed); must follow the forward of the
+  // same x, or of a larger batch starting with it (its first `batch` rows: the trainer's
+  // [states; next_states] forward). Hot path.
   void backward(const StreamContext& context, const float* x, const float* d_values,
-                std::size_t batch);
+                std::size_t batch, nn::GradMode mode = nn::GradMode::Accumulate);
 
   std::size_t action_count() const noexcept { return shape_.action_count; }
   std::size_t observation_size() const noexcept { return shape_.observation_size; }

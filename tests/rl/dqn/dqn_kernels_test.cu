@@ -8,21 +8,23 @@
 #include <cstdio>
 #include <limits>
 #include <random>
+#include <span>
+#include <string>
 #include <vector>
 
-#include "kernels/rl/dqn/action_value_grad.h"
-#include "kernels/rl/dqn/double_dqn_target.h"
+#include "kernels/rl/dqn/dqn_loss_head.h"
 #include "kernels/rl/dqn/dueling_head.h"
 #include "kernels/rl/dqn/epoch_summary.h"
 #include "kernels/rl/dqn/episode_tracker.h"
 #include "kernels/rl/dqn/epsilon_greedy.h"
 #include "kernels/rl/dqn/target_update.h"
-#include "kernels/rl/dqn/td_error.h"
 #include "kernels/rl/dqn/train_metrics.h"
 #include "kernels/rl/dqn/transition_assembly.h"
 #include "lib/core/device_buffer.h"
+#include "lib/core/error.h"
 #include "lib/core/stream.h"
 #include "tests/nn/nn_test_support.h"
+#include "tests/reference/nn_reference.h"
 #include "tests/rl/dqn/dqn_reference.h"
 #include "tests/support/device_vectors.h"
 #include "tests/support/gpu.h"
@@ -74,38 +76,80 @@ TEST_P(DqnKernelSizes, EpsilonGreedyMatchesReferenceExactly) {
   }
 }
 
-TEST_P(DqnKernelSizes, DoubleDqnTargetTdErrorAndGradMatchReference) {
+// The fused loss head against the composed references: double-DQN target, TD error, the
+// IS-weighted Huber loss (nn reference) and its gradient scattered to the taken action; with
+// and without IS weights; the last row of a batch > 1 takes an action outside [0, A) (NaN TD
+// error, a zero gradient row).
+TEST_P(DqnKernelSizes, LossHeadMatchesReference) {
   RESIDENT_REQUIRE_GPU();
   const auto [b, a] = GetParam();
   std::mt19937_64 rng(b * 13 + a);
   const auto qo = random_floats(b * a, -3.0f, 3.0f, rng), qt = random_floats(b * a, -3.0f, 3.0f, rng);
   const auto q = random_floats(b * a, -3.0f, 3.0f, rng), r = random_floats(b, -1.0f, 1.0f, rng);
+  const auto w = random_floats(b, 0.05f, 1.0f, rng);
   const auto dones = random_flags(b, 0.3, rng);
-  const auto actions = random_actions(b, a, rng);
-  const auto dq_taken = random_floats(b, -1.0f, 1.0f, rng);
+  auto actions = random_actions(b, a, rng);
+  const bool invalid_last = b > 1;
+  if (invalid_last) actions[b - 1] = static_cast<std::int32_t>(a);
+  const float delta = 1.0f, discount = 0.99f, reward_scale = 0.5f;
   Stream stream;
-  auto d_qo = test::to_device(qo), d_qt = test::to_device(qt), d_q = test::to_device(q), d_r = test::to_device(r), d_dq = test::to_device(dq_taken);
+  auto d_qo = test::to_device(qo), d_qt = test::to_device(qt), d_q = test::to_device(q),
+       d_r = test::to_device(r), d_w = test::to_device(w);
   auto d_dones = test::to_device(dones);
   auto d_actions = test::to_device(actions);
-  auto d_y = test::to_device(nans(b)), d_taken = test::to_device(nans(b)), d_td = test::to_device(nans(b)),
-       d_grad = test::to_device(nans(b * a));
-  kd::launch_double_dqn_target(d_y.data(), d_qo.data(), d_qt.data(), d_r.data(), d_dones.data(), b,
-                               a, 0.99f, 0.5f, stream.get());
-  kd::launch_td_error(d_taken.data(), d_td.data(), d_q.data(), d_actions.data(), d_y.data(), b, a,
-                      stream.get());
-  kd::launch_action_value_grad(d_grad.data(), d_dq.data(), d_actions.data(), b, a, stream.get());
-  stream.synchronize();
-  const auto y = d_y.download();
-  // float products and sums of values below 4: a few ulps.
-  const Tolerance tol{1e-6, 1e-6};
-  expect_close(y, ref::double_dqn_target(to_double(qo), to_double(qt), to_double(r), dones, a,
-                                         static_cast<double>(0.99f), 0.5),
-               tol, "double_dqn_target");
-  const auto want = ref::td_error(to_double(q), actions, to_double(y), a);
-  expect_close(d_taken.download(), want.q_taken, {0.0, 0.0}, "q_taken");
-  expect_close(d_td.download(), want.td, tol, "td_error");
-  expect_close(d_grad.download(), ref::action_value_grad(to_double(dq_taken), actions, a), {0.0, 0.0},
-               "action_value_grad");
+  // The references, on the rows with a valid action (the reference indexes Q by the action).
+  const std::size_t valid = invalid_last ? b - 1 : b;
+  const std::vector<double> y = ref::double_dqn_target(to_double(qo), to_double(qt), to_double(r), dones,
+                                                       a, static_cast<double>(discount), 0.5);
+  const std::span<const std::int32_t> valid_actions(actions.data(), valid);
+  const auto taken = ref::td_error(to_double(q), valid_actions, y, a);
+  const std::span<const double> y_valid(y.data(), valid);
+  for (const bool weighted : {true, false}) {
+    const std::string where = weighted ? " (IS weights)" : " (no weights)";
+    std::vector<double> weights;
+    if (weighted) weights = to_double(w);
+    weights.resize(weighted ? b : 0);
+    auto d_td = test::to_device(nans(b)), d_loss = test::to_device(nans(1)), d_grad = test::to_device(nans(b * a));
+    kd::launch_dqn_loss_head({d_td.data(), d_loss.data(), d_grad.data()},
+                             {d_q.data(), d_qo.data(), d_qt.data(), d_actions.data(), d_r.data(),
+                              d_dones.data(), weighted ? d_w.data() : nullptr},
+                             b, a, discount, reward_scale, delta, stream.get());
+    stream.synchronize();
+    // Float targets of values below 4 against double: a few ulps, carried into the TD error.
+    const Tolerance tol{1e-5, 1e-6};
+    std::vector<float> td = d_td.download();
+    if (invalid_last) {
+      EXPECT_TRUE(std::isnan(td[b - 1])) << where;
+      td.pop_back();
+    }
+    expect_close(td, taken.td, tol, "td_error" + where);
+    // The loss is the mean over all b rows; the invalid row's term is NaN on the GPU, so the
+    // loss is checked on batches without one, the gradient on every row.
+    std::vector<double> d_taken(valid);
+    const std::span<const double> w_valid(weights.data(), weighted ? valid : 0);
+    reference::huber_loss_backward(valid, 1, taken.q_taken, y_valid, w_valid, delta, 1.0, d_taken,
+                                   reference::GradMode::Overwrite);
+    for (double& g : d_taken) g *= static_cast<double>(valid) / static_cast<double>(b);  // mean over b
+    std::vector<double> grad_want = ref::action_value_grad(d_taken, valid_actions, a);
+    grad_want.resize(b * a, 0.0);  // the invalid row: zeros
+    expect_close(d_grad.download(), grad_want, {2e-6, 1e-5}, "d_q" + where);  // w/b * td's ulps
+    if (!invalid_last)
+      expect_close(d_loss.download()[0],
+                   reference::huber_loss(b, 1, taken.q_taken, y, weights, delta), {1e-5, 1e-5},
+                   "loss" + where);
+    else
+      EXPECT_TRUE(std::isnan(d_loss.download()[0])) << "loss with a NaN term" << where;
+  }
+}
+
+TEST(DqnLossHead, RefusesEmptySizesAndBadDelta) {
+  const kd::DqnLossHeadOutputs out{};
+  const kd::DqnLossHeadInputs in{};
+  EXPECT_THROW(kd::launch_dqn_loss_head(out, in, 0, 2, 0.99f, 1.0f, 1.0f, nullptr), Error);
+  EXPECT_THROW(kd::launch_dqn_loss_head(out, in, 4, 0, 0.99f, 1.0f, 1.0f, nullptr), Error);
+  EXPECT_THROW(kd::launch_dqn_loss_head(out, in, 4, 2, 0.99f, 1.0f, 0.0f, nullptr), Error);
+  EXPECT_THROW(kd::launch_dqn_loss_head(out, in, 4, 2, 0.99f, 1.0f,
+                                        std::numeric_limits<float>::quiet_NaN(), nullptr), Error);
 }
 
 TEST_P(DqnKernelSizes, DuelingHeadMatchesReference) {
