@@ -1,5 +1,5 @@
 // Fused narrow-MLP backward (contract in mlp_backward_fused.h). Block = 128 threads, tile = 32
-// rows, at most 256 blocks (each walks tiles b, b + grid, ...).
+// rows, at most 384 blocks (each walks tiles b, b + grid, ...).
 // Shared memory: W [out][in] row-major of every layer but the first (only the input gradients
 // dz W read W, and layer 0's is not asked for; a float4 holds 4 consecutive inputs of one
 // output row: no transpose), then three tiles [32][S],
@@ -32,9 +32,11 @@ constexpr unsigned kThreads = 128;
 constexpr unsigned kRows = 32;
 constexpr unsigned kRowsPerPass = 4;
 constexpr unsigned kMaxBlocksPerThread = 4;  // 4x4 gradient blocks a thread accumulates
-// Blocks of a launch: min(tiles, 256), about 2 per multiprocessor of an H100/H200 (a fixed cap,
-// so the scratch size and the summation order depend on rows alone, not on the device).
-constexpr std::size_t kMaxGridBlocks = 256;
+// Blocks of a launch: min(tiles, 384): 3 per multiprocessor of an H100/H200 (168 registers x 128
+// threads allow 3; at 256, 2 per SM left 1.95 warps per scheduler and the issue slots half idle,
+// ncu session 5). A fixed cap, so the scratch size and the summation order depend on rows alone,
+// not on the device.
+constexpr std::size_t kMaxGridBlocks = 384;
 constexpr std::size_t kMaxSharedBytes = 48 * 1024;
 constexpr unsigned kFinishSlices = 8;  // block slices the finish kernel adds in parallel
 

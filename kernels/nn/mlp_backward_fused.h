@@ -29,7 +29,7 @@ struct FusedMlpGrads {
 // 64-64-64-64-64 does not).
 bool fused_mlp_backward_supports(std::span<const std::size_t> widths) noexcept;
 
-// Floats of scratch a launch for `rows` rows needs: min(ceil(rows / 32), 256) blocks x the
+// Floats of scratch a launch for `rows` rows needs: min(ceil(rows / 32), 384) blocks x the
 // MLP's parameters (no device query: a CPU-side plan may size it). Throws for unsupported widths.
 std::size_t fused_mlp_backward_scratch_floats(std::span<const std::size_t> widths,
                                               std::size_t rows);
