@@ -225,6 +225,11 @@ std::vector<double> GpuReplayBuffer::read_tree_sums() const {
   return sum_.download();
 }
 
+GpuReplayBuffer::TreeExtremes GpuReplayBuffer::read_tree_extremes() const {
+  RESIDENT_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  return {min_positive_.download(), max_.download()};
+}
+
 std::vector<std::uint8_t> GpuReplayBuffer::save_state() const {
   RESIDENT_CUDA_CHECK(cudaStreamSynchronize(stream_));
   DeviceStateWriter w;

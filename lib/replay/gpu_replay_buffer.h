@@ -108,6 +108,10 @@ class GpuReplayBuffer {
   DeviceStateReader stage_state(std::span<const std::uint8_t> bytes);
   std::vector<double> read_leaf_priorities() const;  // [capacity]
   std::vector<double> read_tree_sums() const;        // [2P], node 1 the root
+  struct TreeExtremes {
+    std::vector<double> min_positive, max;  // [2P] each, node 1 the root (+inf: no positive leaf)
+  };
+  TreeExtremes read_tree_extremes() const;  // the min and max trees (tests; synchronizes)
   std::uint64_t rank_sort_temp_bytes() const noexcept { return sort_temp_.bytes(); }
 
  private:
