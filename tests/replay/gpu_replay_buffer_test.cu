@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <iterator>
 #include <limits>
 #include <random>
 #include <cstddef>
@@ -273,6 +274,65 @@ TEST(GpuReplay, UpdateMatchesCpuAtBlockShapeBoundaries) {
     cpu.sample_with_uniforms(uniforms, want);
     expect_same_sample(download(gpu.sample_with_uniforms(device_uniforms.data(), 8), kDim), want,
                        where + ", after the boundary updates");
+  }
+}
+
+// The insert's tree kernels: one warp for up to 32 rows (the touched nodes in registers; a
+// wrap takes the block path), one block above. Repeated inserts of 1 to 40 rows, with priority
+// updates between them so the live maximum moves, into capacities that wrap often: every leaf
+// is the CPU's, every internal node of the sum, min and max trees the combination of its
+// children, and the cursor and size agree.
+TEST(GpuReplay, InsertKeepsTheTreesExactOnWarpAndBlockPaths) {
+  RESIDENT_REQUIRE_GPU();
+  for (const std::size_t capacity : {1u, 100u, 4097u}) {
+    const ReplayConfig config =
+        make_config(capacity, ReplayPriorityMode::Proportional, ReplaySampling::Stratified);
+    Stream stream;
+    GpuReplayBuffer gpu(config, 8, 5, stream.get());
+    CpuReplayBuffer cpu(config);
+    std::mt19937_64 rng(400 + capacity);
+    std::lognormal_distribution<float> magnitude(0.0f, 1.5f);
+    const std::size_t sizes[] = {1, 2, 7, 31, 32, 33, 40, 16, 3};
+    for (std::size_t round = 0; round < 45; ++round) {
+      const std::size_t n = sizes[round % std::size(sizes)];
+      const std::string where = "capacity " + std::to_string(capacity) + ", round " +
+                                std::to_string(round) + ", " + std::to_string(n) + " rows";
+      { TwinInsert rows(HostTransitions(n, kDim, rng), gpu, cpu); }
+      if (round % 2 == 1) {  // move the live maximum (up or down) before the next insert
+        std::vector<std::uint32_t> idx(4), gen(4);
+        std::vector<float> td(4);
+        for (std::size_t e = 0; e < 4; ++e) {
+          idx[e] = static_cast<std::uint32_t>(rng() % cpu.size());
+          gen[e] = cpu.generation(idx[e]);
+          td[e] = magnitude(rng);
+        }
+        const auto d_idx = to_device(idx);
+        const auto d_gen = to_device(gen);
+        const auto d_td = to_device(td);
+        gpu.update_priorities(d_idx.data(), d_gen.data(), d_td.data(), 4);
+        cpu.update_priorities(idx, gen, td);
+      }
+      const kernels::ReplayCounters counters = gpu.read_counters();
+      ASSERT_EQ(counters.cursor, cpu.insert_position()) << where;
+      ASSERT_EQ(counters.size, cpu.size()) << where;
+      const std::vector<double> sums = gpu.read_tree_sums();
+      const GpuReplayBuffer::TreeExtremes extremes = gpu.read_tree_extremes();
+      const std::size_t leaves = sums.size() / 2;
+      for (std::size_t slot = 0; slot < cpu.size(); ++slot)
+        ASSERT_LE(std::fabs(sums[leaves + slot] - cpu.leaf_priority(slot)),
+                  1e-12 * cpu.leaf_priority(slot))
+            << where << ", slot " << slot;
+      for (std::size_t node = 1; node < leaves; ++node) {
+        const std::size_t l = 2 * node, r = l + 1;
+        ASSERT_EQ(sums[node], sums[l] + sums[r]) << where << ", node " << node;
+        ASSERT_EQ(extremes.min_positive[node],
+                  std::fmin(extremes.min_positive[l], extremes.min_positive[r]))
+            << where << ", node " << node;
+        ASSERT_EQ(extremes.max[node], std::fmax(extremes.max[l], extremes.max[r]))
+            << where << ", node " << node;
+      }
+      sync_cpu_priorities(gpu, cpu);  // the next insert's maximum, bit for bit on both sides
+    }
   }
 }
 
