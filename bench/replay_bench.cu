@@ -240,6 +240,7 @@ int main(int argc, char** argv) {
       ->Args({10'000'000, 256});
   bench::configure(benchmark::RegisterBenchmark("insert/resident", BM_gpu_insert))
       ->ArgNames({"rows"})
+      ->Arg(32)  // a DQN vector step (32 envs): the one-warp tree path
       ->Arg(64)
       ->Arg(4096)
       ->Arg(65536);
