@@ -288,7 +288,7 @@ TEST(GpuReplay, InsertKeepsTheTreesExactOnWarpAndBlockPaths) {
     const ReplayConfig config =
         make_config(capacity, ReplayPriorityMode::Proportional, ReplaySampling::Stratified);
     Stream stream;
-    GpuReplayBuffer gpu(config, 8, 5, stream.get());
+    GpuReplayBuffer gpu(config, std::min<std::size_t>(8, capacity), 5, stream.get());
     CpuReplayBuffer cpu(config);
     std::mt19937_64 rng(400 + capacity);
     std::lognormal_distribution<float> magnitude(0.0f, 1.5f);
