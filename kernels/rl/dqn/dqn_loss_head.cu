@@ -6,6 +6,7 @@
 #include <cmath>
 #include <string>
 
+#include "kernels/rl/dqn/greedy_action.cuh"
 #include "lib/core/error.h"
 #include "lib/core/nvtx_range.h"
 
@@ -15,22 +16,12 @@ namespace {
 
 constexpr int kThreads = 256;
 
-// The double-DQN target of row b (float, rounding as written: __fmul_rn, __fadd_rn).
+// The double-DQN target of row b (float, rounding as written: __fmul_rn, __fadd_rn; the online
+// network picks the action, the target network values it).
 __device__ inline float double_dqn_target(const DqnLossHeadInputs& in, std::size_t b,
                                           std::size_t action_count, float discount,
                                           float reward_scale) {
-  const float* q = in.q_next_online + b * action_count;
-  std::size_t best_a = 0;
-  bool found = false;
-  float best = 0.0f;
-  for (std::size_t a = 0; a < action_count; ++a) {
-    const float v = q[a];
-    if (v == v && (!found || v > best)) {
-      best = v;
-      best_a = a;
-      found = true;
-    }
-  }
+  const std::size_t best_a = greedy_action(in.q_next_online + b * action_count, action_count);
   const float bootstrap =
       in.dones[b] != 0 ? 0.0f : __fmul_rn(discount, in.q_next_target[b * action_count + best_a]);
   return __fadd_rn(__fmul_rn(reward_scale, in.rewards[b]), bootstrap);

@@ -3,6 +3,7 @@
 
 #include "kernels/core/launch_config.h"
 #include "kernels/core/philox.cuh"
+#include "kernels/rl/dqn/greedy_action.cuh"
 #include "lib/core/error.h"
 #include "lib/core/nvtx_range.h"
 
@@ -27,17 +28,7 @@ __global__ void epsilon_greedy(std::int32_t* actions, const float* q_values, std
       std::size_t a = static_cast<std::size_t>(u1 * static_cast<double>(action_count));
       action = static_cast<std::int32_t>(a < action_count ? a : action_count - 1);
     } else {
-      const float* q = q_values + n * action_count;
-      bool found = false;
-      float best = 0.0f;
-      for (std::size_t a = 0; a < action_count; ++a) {
-        const float v = q[a];
-        if (v == v && (!found || v > best)) {
-          best = v;
-          action = static_cast<std::int32_t>(a);
-          found = true;
-        }
-      }
+      action = static_cast<std::int32_t>(greedy_action(q_values + n * action_count, action_count));
     }
     actions[n] = action;
   }
