@@ -3,8 +3,11 @@
 // achieved FLOP/s of the three GEMMs per layer next to the SGEMM ceiling measured in the same run
 // (gemm_ceiling/sgemm: a 4096^3 fp32 GEMM). Target (H200): graph-replayed 256 x (64-256-256-3)
 // step <= 40 us. Every row uses RegressionStep's defaults (one-launch fused MSE, grads
-// overwritten instead of memset + accumulate); the resident_lt rows differ only by the Mlp's
-// opt-in cuBLASLt backend (bias/activation/bias-gradient epilogues, no split-K).
+// overwritten instead of memset + accumulate), which at batch 256 make the whole step one
+// cooperative kernel (kernels/nn/mlp_train_step_fused.h; at 4096 the GEMM path: see
+// kFusedStepMaxBatch); mlp_step/resident_unfused is the GEMM path at 256 for comparison, and the
+// resident_lt rows differ only by the Mlp's opt-in cuBLASLt backend (bias/activation/bias-gradient
+// epilogues, no split-K). Each row's label says which step ran.
 #include <benchmark/benchmark.h>
 #include <curand.h>
 
@@ -29,7 +32,7 @@ void fill_uniform(float* data, std::size_t n, unsigned long long seed) {
 }
 
 void BM_mlp_step(benchmark::State& state, std::vector<std::size_t> widths, bool graphed,
-                 bool lt) {
+                 bool lt, bool fused_step) {
   const auto batch = static_cast<std::size_t>(state.range(0));
   StreamContext context;
   nn::ParamSlab slab;
@@ -44,8 +47,10 @@ void BM_mlp_step(benchmark::State& state, std::vector<std::size_t> widths, bool 
   DeviceBuffer<float> x(batch * widths.front()), target(batch * widths.back());
   fill_uniform(x.data(), x.size(), 2);
   fill_uniform(target.data(), target.size(), 3);
-  const nn::RegressionStepConfig step_config;  // fused MSE, grads overwritten (no memset)
+  nn::RegressionStepConfig step_config;  // fused MSE, grads overwritten (no memset)
+  step_config.fused_step = fused_step;
   nn::RegressionStep step(mlp, slab, step_config, x.data(), target.data(), batch);
+  state.SetLabel(step.fused() ? "fused step (one kernel)" : "GEMM path");
   if (graphed) step.capture(context);
   context.synchronize();
   const auto body = [&] {
@@ -88,17 +93,19 @@ int main(int argc, char** argv) {
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 2;
   bench::add_context();
   const std::vector<std::size_t> wide = {64, 256, 256, 3}, narrow = {4, 64, 64, 2};
-  bench::configure(benchmark::RegisterBenchmark("mlp_step/resident", BM_mlp_step, wide, true, false))
+  bench::configure(benchmark::RegisterBenchmark("mlp_step/resident", BM_mlp_step, wide, true, false, true))
       ->ArgNames({"batch"})->Arg(256);
-  bench::configure(benchmark::RegisterBenchmark("mlp_step/resident_eager", BM_mlp_step, wide, false, false))
+  bench::configure(benchmark::RegisterBenchmark("mlp_step/resident_eager", BM_mlp_step, wide, false, false, true))
       ->ArgNames({"batch"})->Arg(256);
-  bench::configure(benchmark::RegisterBenchmark("mlp_step/resident_lt", BM_mlp_step, wide, true, true))
+  bench::configure(benchmark::RegisterBenchmark("mlp_step/resident_lt", BM_mlp_step, wide, true, true, false))
       ->ArgNames({"batch"})->Arg(256);
-  bench::configure(benchmark::RegisterBenchmark("mlp_step_small/resident", BM_mlp_step, narrow, true, false))
+  bench::configure(benchmark::RegisterBenchmark("mlp_step/resident_unfused", BM_mlp_step, wide, true, false, false))
+      ->ArgNames({"batch"})->Arg(256);
+  bench::configure(benchmark::RegisterBenchmark("mlp_step_small/resident", BM_mlp_step, narrow, true, false, true))
       ->ArgNames({"batch"})->Arg(4096);
-  bench::configure(benchmark::RegisterBenchmark("mlp_step_small/resident_eager", BM_mlp_step, narrow, false, false))
+  bench::configure(benchmark::RegisterBenchmark("mlp_step_small/resident_eager", BM_mlp_step, narrow, false, false, true))
       ->ArgNames({"batch"})->Arg(4096);
-  bench::configure(benchmark::RegisterBenchmark("mlp_step_small/resident_lt", BM_mlp_step, narrow, true, true))
+  bench::configure(benchmark::RegisterBenchmark("mlp_step_small/resident_lt", BM_mlp_step, narrow, true, true, false))
       ->ArgNames({"batch"})->Arg(4096);
   bench::configure(benchmark::RegisterBenchmark("gemm_ceiling/sgemm", BM_sgemm_ceiling))
       ->ArgNames({"size"})->Arg(4096);

@@ -16,6 +16,7 @@
 #include <string>
 
 #include "kernels/nn/adamw.h"
+#include "kernels/nn/adamw_element.cuh"
 #include "kernels/nn/global_norm.h"
 #include "kernels/nn/global_norm_finish.cuh"
 #include "lib/core/error.h"
@@ -31,13 +32,9 @@ static_assert(kBlock == global_norm_detail::kFinishThreads,
               "the clip's partial reduction needs the finish pass's block size");
 
 struct BlockFactors {
-  float lr;
-  float decay_factor;
-  float bias_correction1;
-  float bias_correction2;
-  float grad_scale;
-  float norm;          // kClip only
-  std::uint64_t step;  // as read before the advance
+  adamw_detail::StepFactors step;
+  float norm;                // kClip only
+  std::uint64_t step_count;  // as read before the advance
 };
 
 // The clip inputs of adamw_update<true> (unused by <false>).
@@ -47,18 +44,6 @@ struct ClipArgs {
   unsigned count = 0;
   float max_norm = 0.0f;
 };
-
-// The reference's order of operations, in fp32.
-__device__ __forceinline__ void adamw_element(float& p, float& m, float& v, float grad, bool decay,
-                                              const AdamWConstants& c, const BlockFactors& f) {
-  if (decay) p *= f.decay_factor;
-  const float g = grad * f.grad_scale;
-  m = c.beta1 * m + c.one_minus_beta1 * g;
-  v = c.beta2 * v + c.one_minus_beta2 * g * g;
-  const float m_hat = m / f.bias_correction1;
-  const float v_hat = v / f.bias_correction2;
-  p -= f.lr * m_hat / (sqrtf(v_hat) + c.eps);
-}
 
 template <bool kClip>
 __global__ void __launch_bounds__(kBlock)
@@ -74,51 +59,26 @@ __global__ void __launch_bounds__(kBlock)
   }
   if (threadIdx.x == 0) {
     const std::uint64_t s = *step;
-    const double t = static_cast<double>(s + 1);
-    const double lr = adamw_lr_at(c, s + 1);
-    shared.lr = static_cast<float>(lr);
-    shared.decay_factor = static_cast<float>(1.0 - __dmul_rn(lr, c.weight_decay));
-    shared.bias_correction1 = static_cast<float>(1.0 - pow(c.beta1_exact, t));
-    shared.bias_correction2 = static_cast<float>(1.0 - pow(c.beta2_exact, t));
+    float scale;
     if constexpr (kClip)
-      shared.grad_scale = clipped.scale;
+      scale = clipped.scale;
     else
-      shared.grad_scale = grad_scale != nullptr ? *grad_scale : 1.0f;
+      scale = grad_scale != nullptr ? *grad_scale : 1.0f;
+    shared.step = adamw_detail::step_factors(c, s, scale);
     shared.norm = clipped.norm;
-    shared.step = s;
+    shared.step_count = s;
   }
   __syncthreads();
   const BlockFactors f = shared;
-
-  const std::size_t groups = n / 4;
-  const std::size_t first = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x;
-  const std::size_t stride = std::size_t{gridDim.x} * blockDim.x;
-  auto* p4 = reinterpret_cast<float4*>(params);
-  auto* m4 = reinterpret_cast<float4*>(m);
-  auto* v4 = reinterpret_cast<float4*>(v);
-  const auto* g4 = reinterpret_cast<const float4*>(grads);
-  const auto* k4 = reinterpret_cast<const uchar4*>(decay_mask);
-  for (std::size_t i = first; i < groups; i += stride) {
-    float4 p = p4[i], mm = m4[i], vv = v4[i];
-    const float4 g = g4[i];
-    const uchar4 k = k4[i];
-    adamw_element(p.x, mm.x, vv.x, g.x, k.x != 0, c, f);
-    adamw_element(p.y, mm.y, vv.y, g.y, k.y != 0, c, f);
-    adamw_element(p.z, mm.z, vv.z, g.z, k.z != 0, c, f);
-    adamw_element(p.w, mm.w, vv.w, g.w, k.w != 0, c, f);
-    p4[i] = p;
-    m4[i] = mm;
-    v4[i] = vv;
-  }
-  const std::size_t tail = groups * 4 + first;
-  if (tail < n)
-    adamw_element(params[tail], m[tail], v[tail], grads[tail], decay_mask[tail] != 0, c, f);
+  adamw_detail::update_range(params, m, v, grads, decay_mask, n,
+                             blockIdx.x * std::size_t{blockDim.x} + threadIdx.x,
+                             std::size_t{gridDim.x} * blockDim.x, c, f.step);
 
   if (threadIdx.x == 0) {
     __threadfence();  // this block's reads of *step and *grad_scale come before its ticket
     if (atomicInc(done_counter, gridDim.x - 1) == gridDim.x - 1) {  // wraps *done_counter to 0
       __threadfence();  // every other block's ticket, and so its reads, come before these writes
-      *step = f.step + 1;
+      *step = f.step_count + 1;
       if (grad_scale != nullptr) *grad_scale = 1.0f;
       if constexpr (kClip) *clip.norm = f.norm;
     }

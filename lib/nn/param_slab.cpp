@@ -207,6 +207,12 @@ void ParamSlab::clip_and_adamw_step(float max_norm, const AdamWConfig& config,
                              stream);
 }
 
+ParamSlab::OptimizerViews ParamSlab::optimizer_views() {
+  require_finalized("optimizer_views");
+  return {params_.data(), grads_.data(), m_.data(),      v_.data(),          mask_.data(),
+          params_.size(), step_.data(),  scalars_.data(), scalars_.data() + 1};
+}
+
 // ----- checkpoint phase
 
 void ParamSlab::save(const std::filesystem::path& path, cudaStream_t stream) const {

@@ -119,6 +119,22 @@ class ParamSlab {
   const float* clip_scale() const noexcept { return scalars_.data() + 1; }     // for the next step
   const std::uint64_t* step_counter() const noexcept { return step_.data(); }  // updates done
 
+  // The mutable device state of the optimizer, for a fused kernel that runs this slab's norm,
+  // clip and AdamW itself (kernels/nn/mlp_train_step_fused.h) with the semantics of
+  // clip_and_adamw_step. After finalize (throws before).
+  struct OptimizerViews {
+    float* params;
+    float* grads;
+    float* m;
+    float* v;
+    const std::uint8_t* decay_mask;
+    std::size_t n;             // total_elements()
+    std::uint64_t* step;       // the step counter
+    float* grad_norm;          // grad_norm()
+    float* clip_scale;         // clip_scale()
+  };
+  OptimizerViews optimizer_views();
+
   // ----- hot path (after finalize; enqueued on `stream`; capturable)
   // grads = 0 over the whole slab (one cudaMemsetAsync).
   void zero_grads(cudaStream_t stream);

@@ -1,6 +1,7 @@
 #include "lib/nn/regression_step.h"
 
 #include "kernels/nn/losses.h"
+#include "kernels/nn/mlp_train_step_fused.h"
 #include "kernels/nn/mse_loss_fused.h"
 #include "lib/core/error.h"
 #include "lib/core/library_checks.h"
@@ -25,6 +26,52 @@ RegressionStep::RegressionStep(Mlp& mlp, ParamSlab& slab, RegressionStepConfig c
   }
   if (mlp_.config().backend == GemmBackend::CublasLt) mlp_.prepare_batch(batch_);
   overwrite_grads_ = slab_holds_only(mlp_, slab_);
+  if (config_.fused_step) set_up_fused_step();
+}
+
+void RegressionStep::set_up_fused_step() {
+  const MlpConfig& mc = mlp_.config();
+  if (mc.backend != GemmBackend::Cublas || !mc.bias || !overwrite_grads_ ||
+      batch_ > kFusedStepMaxBatch || !kernels::fused_step_supports(mc.widths))
+    return;
+  int device = 0, cooperative = 0;
+  RESIDENT_CUDA_CHECK(cudaGetDevice(&device));
+  RESIDENT_CUDA_CHECK(cudaDeviceGetAttribute(&cooperative, cudaDevAttrCooperativeLaunch, device));
+  if (cooperative == 0) return;
+  const std::size_t layers = mlp_.layers();
+  fused_mlp_.layers = layers;
+  fused_mlp_.hidden_activation = mc.hidden_activation;
+  const auto scratch = [&](std::size_t floats) { return fused_buffers_.emplace_back(floats).data(); };
+  for (std::size_t l = 0; l + 1 < layers; ++l) {  // z_l and a_l of the hidden layers
+    fused_scratch_.pre_activations[l] = scratch(batch_ * mc.widths[l + 1]);
+    fused_scratch_.activations[l] = scratch(batch_ * mc.widths[l + 1]);
+  }
+  for (std::size_t l = 0; l < layers; ++l) {
+    fused_mlp_.widths[l] = mc.widths[l];
+    fused_mlp_.weights[l] = slab_.param(mlp_.weight_name(l));
+    fused_mlp_.biases[l] = slab_.param(mlp_.bias_name(l));
+    fused_mlp_.weight_grads[l] = slab_.grad(mlp_.weight_name(l));
+    fused_mlp_.bias_grads[l] = slab_.grad(mlp_.bias_name(l));
+    fused_scratch_.d_pre_activations[l] = scratch(batch_ * mc.widths[l + 1]);
+  }
+  fused_mlp_.widths[layers] = mc.widths[layers];
+  fused_scratch_.loss_partials = scratch(kernels::fused_step_loss_partials(batch_));
+  const unsigned grid = kernels::fused_step_grid(mc.widths, batch_, mc.hidden_activation);
+  fused_norm_partials_ = DeviceBuffer<double>(grid);
+  fused_scratch_.norm_partials = fused_norm_partials_.data();
+  const ParamSlab::OptimizerViews views = slab_.optimizer_views();
+  fused_optimizer_.params = views.params;
+  fused_optimizer_.m = views.m;
+  fused_optimizer_.v = views.v;
+  fused_optimizer_.grads = views.grads;
+  fused_optimizer_.decay_mask = views.decay_mask;
+  fused_optimizer_.n = views.n;
+  fused_optimizer_.step = views.step;
+  fused_optimizer_.norm = views.grad_norm;
+  fused_optimizer_.grad_scale = views.clip_scale;
+  fused_optimizer_.max_norm = config_.max_grad_norm;
+  fused_optimizer_.constants = adamw_constants(config_.adamw, "RegressionStep");
+  fused_grid_ = grid;
 }
 
 bool RegressionStep::slab_holds_only(const Mlp& mlp, const ParamSlab& slab) {
@@ -46,6 +93,12 @@ RegressionStep::~RegressionStep() {
 
 void RegressionStep::run(const StreamContext& context) {
   const cudaStream_t stream = context.stream();
+  if (fused()) {
+    kernels::launch_mlp_train_step_fused(loss_.data(), fused_mlp_, fused_scratch_,
+                                         fused_optimizer_, x_, target_, batch_, fused_grid_,
+                                         stream);
+    return;
+  }
   const std::size_t n = batch_ * mlp_.out_features();
   if (!overwrite_grads_) slab_.zero_grads(stream);
   const float* y = mlp_.forward(context, x_, batch_);

@@ -6,12 +6,21 @@
 // Mlp's tensors alone, the backward overwrites the grads (GradMode::Overwrite: every grad is
 // written exactly once; with CublasLt it also lets the bias gradients fuse into the GEMMs) and
 // the zeroing memset is skipped (the slab's padding stays 0 from finalize()).
+// fused_step (default on) runs the whole step as one cooperative kernel
+// (kernels/nn/mlp_train_step_fused.h: ~24 launches become 1) when it applies: the cuBLAS backend,
+// biases, 2 to 4 layers, at most 32 outputs, a batch of at most kFusedStepMaxBatch, grads
+// overwritten (the slab holds the Mlp alone) and a device that launches cooperative kernels. Its
+// results equal the GEMM path's to rounding; it writes its own scratch (owned here), not the
+// Mlp's arena, so the Mlp's saved activations are not those of the step.
 // No allocation, no copy, no host synchronization: the whole step is capturable into a CUDA
 // graph (capture()), and the loss stays on the device until a ScalarReadback reads it.
 #pragma once
 
 #include <cuda_runtime_api.h>
 
+#include <vector>
+
+#include "kernels/nn/mlp_train_step_fused.h"
 #include "lib/core/device_buffer.h"
 #include "lib/core/stream.h"
 #include "lib/nn/mlp.h"
@@ -23,7 +32,12 @@ struct RegressionStepConfig {
   AdamWConfig adamw{};
   float max_grad_norm = 1.0f;
   bool fused_mse_loss = true;  // one launch for the loss and its gradient (false: three)
+  bool fused_step = true;      // the whole step as one kernel where it applies (see above)
 };
+
+// Largest batch the fused step is used for: a weight gradient sums the batch in one block per
+// 32 x 32 tile, so larger batches are faster on the GEMM path.
+inline constexpr std::size_t kFusedStepMaxBatch = 1024;
 
 class RegressionStep {
  public:
@@ -43,6 +57,8 @@ class RegressionStep {
   const float* loss() const noexcept { return loss_.data(); }  // device scalar of the last step
   // True when run() overwrites the grads instead of zeroing them and accumulating.
   bool overwrites_grads() const noexcept { return overwrite_grads_; }
+  // True when run() is the one-kernel fused step.
+  bool fused() const noexcept { return fused_grid_ != 0; }
 
  private:
   // True when the slab's tensors are exactly the Mlp's weights (and biases).
@@ -57,6 +73,14 @@ class RegressionStep {
   DeviceBuffer<float> loss_, partials_, dy_;
   DeviceBuffer<unsigned int> loss_counter_;  // fused loss's ticket counter (0 between launches)
   bool overwrite_grads_ = false;
+  // The fused step: its grid (0: not used), the kernel's views and its scratch.
+  unsigned fused_grid_ = 0;
+  void set_up_fused_step();
+  std::vector<DeviceBuffer<float>> fused_buffers_;
+  DeviceBuffer<double> fused_norm_partials_;
+  kernels::FusedStepMlp fused_mlp_;
+  kernels::FusedStepScratch fused_scratch_;
+  kernels::FusedStepOptimizer fused_optimizer_;
   cudaGraphExec_t graph_ = nullptr;
 };
 

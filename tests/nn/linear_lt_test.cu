@@ -7,7 +7,7 @@
 // without bias, in Overwrite and Accumulate modes, at edge sizes (1, odd, 128/129/130 around the
 // ReLU mask's 128-bit ld, 256, 4096); the fused-epilogue plans chosen are printed. The whole
 // RegressionStep on the Lt backend (graph == eager, audit contract, learning) is mlp_test's
-// MlpTraining/CublasLt case.
+// MlpTraining/cublas_lt case.
 //
 // Tolerance |gpu - ref| <= atol + rtol |ref|: {1e-4, 1e-3}, mlp_test.cu's (fp32 GEMMs over up to
 // 256 terms per layer, three layers deep).

@@ -205,13 +205,21 @@ INSTANTIATE_TEST_SUITE_P(Activations, MlpBackwardWithoutDx,
                          ::testing::Values(kernels::ActivationKind::Relu,
                                            kernels::ActivationKind::Tanh));
 
-// Both GEMM backends: the default cuBLAS one (unfused MSE, grads zeroed then accumulated) and
-// the opt-in cuBLASLt one (fused MSE; its slab holds the Mlp alone, so grads are overwritten).
-class MlpTraining : public ::testing::TestWithParam<nn::GemmBackend> {};
+// The default step (cuBLAS backend: the whole step is the one fused kernel,
+// kernels/nn/mlp_train_step_fused.h), the cuBLAS GEMM path it replaces (unfused MSE, grads
+// overwritten) and the opt-in cuBLASLt backend (fused MSE; its slab holds the Mlp alone, so
+// grads are overwritten).
+struct TrainingCase {
+  nn::GemmBackend backend;
+  bool fused_step;
+  const char* name;
+};
+
+class MlpTraining : public ::testing::TestWithParam<TrainingCase> {};
 
 TEST_P(MlpTraining, GraphReplayedStepLearnsMovesNothingAndMatchesEager) {
   RESIDENT_REQUIRE_GPU();
-  const nn::GemmBackend backend = GetParam();
+  const nn::GemmBackend backend = GetParam().backend;
   const bool lt = backend == nn::GemmBackend::CublasLt;
   const std::size_t batch = 512;
   const int steps = 300;
@@ -224,6 +232,7 @@ TEST_P(MlpTraining, GraphReplayedStepLearnsMovesNothingAndMatchesEager) {
   config.adamw.lr = 3e-3;
   config.max_grad_norm = 1.0f;
   config.fused_mse_loss = lt;
+  config.fused_step = GetParam().fused_step;
   const nn::MlpConfig mlp_config{.widths = {4, 64, 64, 2}, .backend = backend};
 
   MlpRig graphed(mlp_config, batch, 7), eager(mlp_config, batch, 7);
@@ -233,7 +242,8 @@ TEST_P(MlpTraining, GraphReplayedStepLearnsMovesNothingAndMatchesEager) {
                                            graphed.context.stream());
   nn::RegressionStep graph_step(graphed.mlp, graphed.slab, config, d_x.data(), d_target.data(), batch);
   nn::RegressionStep eager_step(eager.mlp, eager.slab, config, d_x.data(), d_target.data(), batch);
-  if (lt) EXPECT_TRUE(graph_step.overwrites_grads()) << "the slab holds the Mlp alone";
+  EXPECT_TRUE(graph_step.overwrites_grads()) << "the slab holds the Mlp alone";
+  EXPECT_EQ(graph_step.fused(), GetParam().fused_step) << "which step runs";
   ScalarReadback<float> readback;
   graph_step.run(graphed.context);  // the first step eagerly: its loss is the initial loss
   readback.enqueue(graph_step.loss(), graphed.context.stream());
@@ -265,16 +275,18 @@ TEST_P(MlpTraining, GraphReplayedStepLearnsMovesNothingAndMatchesEager) {
   const double threshold = first_loss / 20.0;
   std::printf("  loss (%s): first %.5f, GPU after %d steps %.6f, double reference %.6f, "
               "threshold %.6f\n",
-              nn::to_string(backend), first_loss, steps, last_loss, reference_loss, threshold);
+              GetParam().name, first_loss, steps, last_loss, reference_loss, threshold);
   EXPECT_LT(reference_loss, threshold) << "the reference does not learn: the threshold is wrong";
   EXPECT_LT(last_loss, threshold);
   EXPECT_LT(last_loss, 2.0 * reference_loss + 1e-4);
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, MlpTraining,
-                         ::testing::Values(nn::GemmBackend::Cublas, nn::GemmBackend::CublasLt),
-                         [](const ::testing::TestParamInfo<nn::GemmBackend>& info) {
-                           return std::string(nn::to_string(info.param));
+INSTANTIATE_TEST_SUITE_P(Steps, MlpTraining,
+                         ::testing::Values(TrainingCase{nn::GemmBackend::Cublas, true, "fused_step"},
+                                           TrainingCase{nn::GemmBackend::Cublas, false, "cublas"},
+                                           TrainingCase{nn::GemmBackend::CublasLt, false, "cublas_lt"}),
+                         [](const ::testing::TestParamInfo<TrainingCase>& info) {
+                           return std::string(info.param.name);
                          });
 
 }  // namespace
