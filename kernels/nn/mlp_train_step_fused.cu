@@ -17,7 +17,8 @@
 // The step counter is read by every block before the first barrier and written after the last,
 // so no block can read the advanced value. A tile's product: each thread owns a 2 x 2 block of
 // the 32 x 32 outputs and sums k = 0, 1, ... in order with fmaf from shared-memory chunks of
-// 128 k (both operands stored k-major, rows padded to 34 floats).
+// 128 k (both operands stored k-major, rows padded to 34 floats), loaded through registers so
+// that a chunk's loads are all in flight together and the next chunk's overlap the products.
 #include <cooperative_groups.h>
 
 #include <algorithm>
@@ -73,22 +74,41 @@ struct Args {
   double divisor;    // batch * out
 };
 
-// dst[k][i] = element (i0 + i, k0 + k) for i < kTile, k < kChunk; 0 outside the matrix. Consecutive
-// threads read consecutive addresses in either layout.
-__device__ __forceinline__ void load_chunk(float (*dst)[kStride], const Operand& op, int i0,
-                                           int k0, int K) {
-#pragma unroll 4
-  for (int e = threadIdx.x; e < kTile * kChunk; e += kThreads) {
-    const int i = op.k_contiguous ? e / kChunk : e % kTile;
-    const int k = op.k_contiguous ? e % kChunk : e / kTile;
-    const int gi = i0 + i, gk = k0 + k;
-    float value = 0.0f;
-    if (gi < op.extent && gk < K)
-      value = op.k_contiguous ? op.data[static_cast<std::size_t>(gi) * op.ld + gk]
-                              : op.data[static_cast<std::size_t>(gk) * op.ld + gi];
-    dst[k][i] = value;
+constexpr int kChunkLoads = kTile * kChunk / kThreads;  // elements per thread per operand
+
+// The chunk of one operand a thread loads, held in registers between the loads and the shared
+// stores so that all of a chunk's loads are in flight at once (and the next chunk's during the
+// current chunk's products). Element e = threadIdx.x + kThreads * j (j < kChunkLoads) of the
+// kTile x kChunk chunk is (i, k) = (e / kChunk, e % kChunk) for a k-contiguous operand and
+// (e % kTile, e / kTile) otherwise: consecutive threads read consecutive addresses.
+struct ChunkRegisters {
+  float value[kChunkLoads];
+
+  __device__ __forceinline__ void load(const Operand& op, int i0, int k0, int K) {
+#pragma unroll
+    for (int j = 0; j < kChunkLoads; ++j) {
+      const int e = threadIdx.x + kThreads * j;
+      const int i = op.k_contiguous ? e / kChunk : e % kTile;
+      const int k = op.k_contiguous ? e % kChunk : e / kTile;
+      const int gi = i0 + i, gk = k0 + k;
+      value[j] = 0.0f;  // outside the matrix
+      if (gi < op.extent && gk < K)
+        value[j] = op.k_contiguous ? op.data[static_cast<std::size_t>(gi) * op.ld + gk]
+                                   : op.data[static_cast<std::size_t>(gk) * op.ld + gi];
+    }
   }
-}
+
+  // dst[k][i] = element (i0 + i, k0 + k) of the loaded chunk.
+  __device__ __forceinline__ void store(float (*dst)[kStride], bool k_contiguous) const {
+#pragma unroll
+    for (int j = 0; j < kChunkLoads; ++j) {
+      const int e = threadIdx.x + kThreads * j;
+      const int i = k_contiguous ? e / kChunk : e % kTile;
+      const int k = k_contiguous ? e % kChunk : e / kTile;
+      dst[k][i] = value[j];
+    }
+  }
+};
 
 struct TileSums {
   float c[2][2];     // c[i][j]: output (m0 + 2 ty + i, n0 + 2 tx + j)
@@ -96,16 +116,24 @@ struct TileSums {
 };
 
 // C = A B^T over k < K for the tile at (m0, n0): sum_k A(m, k) B(n, k), k ascending, one fmaf
-// per term. Every thread of the block calls it (it synchronizes the block).
+// per term. Every thread of the block calls it (it synchronizes the block). The next chunk's
+// loads are issued before the current chunk's products.
 __device__ TileSums tile_product(Chunks& s, const Operand& a, const Operand& b, int K, int m0,
                                  int n0, bool row_sums) {
   const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
   TileSums r{{{0.0f, 0.0f}, {0.0f, 0.0f}}, {0.0f, 0.0f}};
+  ChunkRegisters next_a, next_b;
+  next_a.load(a, m0, 0, K);
+  next_b.load(b, n0, 0, K);
   for (int k0 = 0; k0 < K; k0 += kChunk) {
     __syncthreads();  // the previous chunk (or tile) is no longer read
-    load_chunk(s.a, a, m0, k0, K);
-    load_chunk(s.b, b, n0, k0, K);
+    next_a.store(s.a, a.k_contiguous);
+    next_b.store(s.b, b.k_contiguous);
     __syncthreads();
+    if (k0 + kChunk < K) {
+      next_a.load(a, m0, k0 + kChunk, K);
+      next_b.load(b, n0, k0 + kChunk, K);
+    }
     const int kc = min(kChunk, K - k0);
 #pragma unroll 8
     for (int k = 0; k < kc; ++k) {
@@ -180,6 +208,7 @@ __device__ void head_tile(const Args& p, int t, float (*head_dy)[kMaxOut], float
     for (int o = 0; o < out; ++o) {
       const float* w_row = w + static_cast<std::size_t>(o) * in;
       float dot = 0.0f;
+#pragma unroll 8
       for (int k = lane; k < in; k += 32) dot = fmaf(a[k], w_row[k], dot);
       for (int offset = 16; offset > 0; offset /= 2)
         dot += __shfl_down_sync(0xffffffffu, dot, offset);
@@ -196,9 +225,12 @@ __device__ void head_tile(const Args& p, int t, float (*head_dy)[kMaxOut], float
     const std::size_t base = static_cast<std::size_t>(row) * in;
     const float* z = p.scratch.pre_activations[L - 2] + base;
     float* dz = p.scratch.d_pre_activations[L - 2] + base;
+#pragma unroll 4
     for (int c = lane; c < in; c += 32) {
       float sum = 0.0f;
-      for (int o = 0; o < out; ++o) sum = fmaf(head_dy[warp][o], w[static_cast<std::size_t>(o) * in + c], sum);
+#pragma unroll 4
+      for (int o = 0; o < out; ++o)
+        sum = fmaf(head_dy[warp][o], w[static_cast<std::size_t>(o) * in + c], sum);
       dz[c] = sum * activation_math::derivative<Kind>(z[c], p.mlp.hidden_activation);
     }
   }
