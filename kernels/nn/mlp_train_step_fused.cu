@@ -297,6 +297,15 @@ __device__ void input_grad_tile(Chunks& s, const Args& p, int l, int t) {
   }
 }
 
+// Diagnostics: block 0's thread 0 writes %globaltimer (ns) at the start and after each barrier
+// when phase_times is set.
+__device__ __forceinline__ void record_phase_time(const Args& p, int slot) {
+  if (p.scratch.phase_times == nullptr || blockIdx.x != 0 || threadIdx.x != 0) return;
+  std::uint64_t now;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  p.scratch.phase_times[slot] = now;
+}
+
 using BlockSum = global_norm_detail::FinishSum;  // cub::BlockReduce<double, kThreads>
 
 template <ActivationKind Kind>
@@ -309,15 +318,19 @@ __global__ void __launch_bounds__(kThreads) mlp_train_step_fused(Args p) {
   cg::grid_group grid = cg::this_grid();
   const int L = static_cast<int>(p.mlp.layers);
   const std::uint64_t step = *p.opt.step;  // before the first barrier; block 0 writes it last
+  int clock_slot = 0;
+  record_phase_time(p, clock_slot++);
 
   for (int l = 1; l < L; ++l) {
     const int tiles = tiles_of(p.batch, static_cast<int>(p.mlp.widths[l]));
     for (int t = blockIdx.x; t < tiles; t += gridDim.x) forward_tile<Kind>(chunks, p, l, t);
     grid.sync();
+    record_phase_time(p, clock_slot++);
   }
   const int head_tiles = (p.batch + kHeadRows - 1) / kHeadRows;
   for (int t = blockIdx.x; t < head_tiles; t += gridDim.x) head_tile<Kind>(p, t, head_dy, head_loss);
   grid.sync();
+  record_phase_time(p, clock_slot++);
 
   double sum_squares = 0.0;
   for (int l = L - 1; l >= 1; --l) {
@@ -336,11 +349,15 @@ __global__ void __launch_bounds__(kThreads) mlp_train_step_fused(Args p) {
       else
         weight_grad_tile(chunks, p, L, t - weight_tiles - input_tiles, &sum_squares);
     }
-    if (l > 1) grid.sync();
+    if (l > 1) {
+      grid.sync();
+      record_phase_time(p, clock_slot++);
+    }
   }
   const double block_sum = BlockSum(reduce_temp).Sum(sum_squares);
   if (threadIdx.x == 0) p.scratch.norm_partials[blockIdx.x] = block_sum;
   grid.sync();
+  record_phase_time(p, clock_slot++);
 
   __syncthreads();  // reduce_temp is reused
   const global_norm_detail::NormAndScale clip =
@@ -358,6 +375,10 @@ __global__ void __launch_bounds__(kThreads) mlp_train_step_fused(Args p) {
     *p.opt.norm = clip.norm;
     *p.opt.step = step + 1;
     if (p.opt.grad_scale != nullptr) *p.opt.grad_scale = 1.0f;
+  }
+  if (p.scratch.phase_times != nullptr) {
+    __syncthreads();
+    record_phase_time(p, clock_slot);  // block 0's end of the optimizer phase
   }
 }
 

@@ -39,6 +39,10 @@ struct FusedStepScratch {
   float* d_pre_activations[kFusedStepMaxLayers] = {};    // dL/dz_l [batch, widths[l + 1]], all l
   float* loss_partials = nullptr;   // [fused_step_loss_partials(batch)]
   double* norm_partials = nullptr;  // [grid]: one per block
+  // Diagnostics (null: off): [2 * layers + 1] %globaltimer readings (ns) of block 0 at the start
+  // and after each grid barrier and the optimizer phase: the phases' durations (each with the
+  // barrier that ends it) are the differences.
+  std::uint64_t* phase_times = nullptr;
 };
 
 // The slab's optimizer state (nn::ParamSlab::optimizer_views()): params, grads, m, v [n] fp32

@@ -59,6 +59,11 @@ class RegressionStep {
   bool overwrites_grads() const noexcept { return overwrite_grads_; }
   // True when run() is the one-kernel fused step.
   bool fused() const noexcept { return fused_grid_ != 0; }
+  // Diagnostics of the fused step: where it writes its phase clock readings
+  // (FusedStepScratch::phase_times, [2 * layers + 1] device values; null: off). Before capture().
+  void record_phase_times(std::uint64_t* device_times) noexcept {
+    fused_scratch_.phase_times = device_times;
+  }
 
  private:
   // True when the slab's tensors are exactly the Mlp's weights (and biases).

@@ -13,7 +13,9 @@
 // without a GPU.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdint>
 #include <memory>
 #include <random>
@@ -167,6 +169,54 @@ INSTANTIATE_TEST_SUITE_P(
         FusedCase{{3, 33, 32}, 65, kernels::ActivationKind::Relu, 1.0f, "32_outputs"},
         FusedCase{{130, 70, 2}, 1024, kernels::ActivationKind::Elu, 0.1f, "largest_batch_elu"}),
     [](const ::testing::TestParamInfo<FusedCase>& info) { return std::string(info.param.name); });
+
+// The diagnostic phase clock of the bench's shape: 2 * layers + 1 readings per step, in order;
+// prints the median duration of each phase (with the barrier ending it) over 50 steps.
+TEST(FusedStepPhases, ClockReadingsAreOrderedAndPrinted) {
+  RESIDENT_REQUIRE_GPU();
+  const std::vector<std::size_t> widths{64, 256, 256, 3};
+  const std::size_t batch = 256;
+  StreamContext context;
+  nn::ParamSlab slab;
+  nn::Mlp mlp(nn::MlpConfig{.widths = widths}, batch, slab);
+  slab.finalize();
+  ScratchPlan plan;
+  mlp.plan(plan);
+  ScratchArena arena(plan.bytes());
+  mlp.bind(arena);
+  mlp.init_parameters(5, context.stream());
+  std::mt19937_64 rng(11);
+  DeviceBuffer<float> d_x(batch * widths.front()), d_target(batch * widths.back());
+  d_x.upload(random_floats(d_x.size(), -1.0f, 1.0f, rng));
+  d_target.upload(random_floats(d_target.size(), -1.0f, 1.0f, rng));
+  nn::RegressionStep step(mlp, slab, nn::RegressionStepConfig{}, d_x.data(), d_target.data(), batch);
+  ASSERT_TRUE(step.fused());
+  const std::size_t slots = 2 * mlp.layers() + 1;
+  DeviceBuffer<std::uint64_t> times(slots);
+  step.record_phase_times(times.data());
+  step.capture(context);
+  std::vector<std::vector<double>> durations(slots - 1);
+  for (int s = 0; s < 50; ++s) {
+    step.replay(context);
+    context.synchronize();
+    const std::vector<std::uint64_t> t = times.download();
+    for (std::size_t i = 1; i < slots; ++i) {
+      ASSERT_GE(t[i], t[i - 1]) << "reading " << i << " of step " << s;
+      durations[i - 1].push_back(static_cast<double>(t[i] - t[i - 1]) * 1e-3);
+    }
+    ASSERT_GT(t[slots - 1], t[0]);
+  }
+  const char* names[] = {"forward 1", "forward 2", "head", "backward 2", "backward 1 + norm partials",
+                         "optimizer"};
+  double total = 0.0;
+  for (std::size_t i = 0; i + 1 < slots; ++i) {
+    std::sort(durations[i].begin(), durations[i].end());
+    const double median = durations[i][durations[i].size() / 2];
+    total += median;
+    std::printf("  phase %-28s median %6.2f us\n", names[i], median);
+  }
+  std::printf("  in-kernel total (block 0, start to end) %.2f us\n", total);
+}
 
 // Invalid arguments are refused on the host, before any device work, naming the value and the
 // limit (no GPU needed).
