@@ -47,30 +47,37 @@ __device__ __forceinline__ void update_element(float& p, float& m, float& v, flo
   p -= f.lr * m_hat / (sqrtf(v_hat) + c.eps);
 }
 
+// The update of one float4 group (the mask as uchar4), in place.
+__device__ __forceinline__ void update_group(float4& p, float4& m, float4& v, const float4 g,
+                                             const uchar4 k, const AdamWConstants& c,
+                                             const StepFactors& f) {
+  update_element(p.x, m.x, v.x, g.x, k.x != 0, c, f);
+  update_element(p.y, m.y, v.y, g.y, k.y != 0, c, f);
+  update_element(p.z, m.z, v.z, g.z, k.z != 0, c, f);
+  update_element(p.w, m.w, v.w, g.w, k.w != 0, c, f);
+}
+
 // Updates elements [0, n) visited by one thread: the float4 groups first, first + stride, ...
 // (params, m, v, grads as float4, the mask as uchar4: 16- and 4-byte aligned), then element
 // 4 * (n / 4) + first of the n % 4 tail when it exists. With first = the thread's global index
 // and stride = the grid's thread count, every element is updated by exactly one thread.
+// skip_first_group: group `first` is left to the caller (who updated it with update_group).
 __device__ inline void update_range(float* __restrict__ params, float* __restrict__ m,
                                     float* __restrict__ v, const float* __restrict__ grads,
                                     const std::uint8_t* __restrict__ decay_mask, std::size_t n,
                                     std::size_t first, std::size_t stride,
-                                    const AdamWConstants& c, const StepFactors& f) {
+                                    const AdamWConstants& c, const StepFactors& f,
+                                    bool skip_first_group = false) {
   const std::size_t groups = n / 4;
   auto* p4 = reinterpret_cast<float4*>(params);
   auto* m4 = reinterpret_cast<float4*>(m);
   auto* v4 = reinterpret_cast<float4*>(v);
   const auto* g4 = reinterpret_cast<const float4*>(grads);
   const auto* k4 = reinterpret_cast<const uchar4*>(decay_mask);
-  for (std::size_t i = first; i < groups; i += stride) {
-    float4 p = p4[i], mm = m4[i], vv = v4[i];
-    const float4 g = g4[i];
-    const uchar4 k = k4[i];
-    update_element(p.x, mm.x, vv.x, g.x, k.x != 0, c, f);
-    update_element(p.y, mm.y, vv.y, g.y, k.y != 0, c, f);
-    update_element(p.z, mm.z, vv.z, g.z, k.z != 0, c, f);
-    update_element(p.w, mm.w, vv.w, g.w, k.w != 0, c, f);
-    p4[i] = p;
+  for (std::size_t i = skip_first_group ? first + stride : first; i < groups; i += stride) {
+    float4 pp = p4[i], mm = m4[i], vv = v4[i];
+    update_group(pp, mm, vv, g4[i], k4[i], c, f);
+    p4[i] = pp;
     m4[i] = mm;
     v4[i] = vv;
   }

@@ -43,18 +43,17 @@ constexpr int kThreads = 256;
 static_assert(kThreads == global_norm_detail::kFinishThreads,
               "the optimizer phase reduces the norm partials with the finish pass's block size");
 constexpr int kTile = 32;                  // outputs per tile side; 16 x 16 threads of 2 x 2
-constexpr int kChunk = 128;                // k per shared-memory chunk
+constexpr int kChunk = 64;                 // k per shared-memory chunk
 constexpr int kStride = kTile + 2;         // floats per chunk row (float2-aligned, fewer conflicts)
 constexpr int kHeadRows = kThreads / 32;   // one warp per row in the head phase
 constexpr int kMaxOut = static_cast<int>(kFusedStepMaxOut);
 
-// One GEMM operand: element (i, k) of an [extent, K] matrix at data[i * ld + k] (k-contiguous)
-// or data[k * ld + i].
+// One GEMM operand: element (i, k) of an [extent, K] matrix at data[i * ld + k] when its layout
+// is k-contiguous (a template argument of the functions below), else at data[k * ld + i].
 struct Operand {
   const float* data;
   int ld;
   int extent;
-  bool k_contiguous;
 };
 
 struct Chunks {
@@ -81,31 +80,31 @@ constexpr int kChunkLoads = kTile * kChunk / kThreads;  // elements per thread p
 // current chunk's products). Element e = threadIdx.x + kThreads * j (j < kChunkLoads) of the
 // kTile x kChunk chunk is (i, k) = (e / kChunk, e % kChunk) for a k-contiguous operand and
 // (e % kTile, e / kTile) otherwise: consecutive threads read consecutive addresses.
+template <bool kContiguousK>
 struct ChunkRegisters {
   float value[kChunkLoads];
+
+  __device__ __forceinline__ static int row_of(int e) { return kContiguousK ? e / kChunk : e % kTile; }
+  __device__ __forceinline__ static int k_of(int e) { return kContiguousK ? e % kChunk : e / kTile; }
 
   __device__ __forceinline__ void load(const Operand& op, int i0, int k0, int K) {
 #pragma unroll
     for (int j = 0; j < kChunkLoads; ++j) {
       const int e = threadIdx.x + kThreads * j;
-      const int i = op.k_contiguous ? e / kChunk : e % kTile;
-      const int k = op.k_contiguous ? e % kChunk : e / kTile;
-      const int gi = i0 + i, gk = k0 + k;
+      const int gi = i0 + row_of(e), gk = k0 + k_of(e);
       value[j] = 0.0f;  // outside the matrix
       if (gi < op.extent && gk < K)
-        value[j] = op.k_contiguous ? op.data[static_cast<std::size_t>(gi) * op.ld + gk]
-                                   : op.data[static_cast<std::size_t>(gk) * op.ld + gi];
+        value[j] = kContiguousK ? op.data[static_cast<std::size_t>(gi) * op.ld + gk]
+                                : op.data[static_cast<std::size_t>(gk) * op.ld + gi];
     }
   }
 
   // dst[k][i] = element (i0 + i, k0 + k) of the loaded chunk.
-  __device__ __forceinline__ void store(float (*dst)[kStride], bool k_contiguous) const {
+  __device__ __forceinline__ void store(float (*dst)[kStride]) const {
 #pragma unroll
     for (int j = 0; j < kChunkLoads; ++j) {
       const int e = threadIdx.x + kThreads * j;
-      const int i = k_contiguous ? e / kChunk : e % kTile;
-      const int k = k_contiguous ? e % kChunk : e / kTile;
-      dst[k][i] = value[j];
+      dst[k_of(e)][row_of(e)] = value[j];
     }
   }
 };
@@ -118,17 +117,19 @@ struct TileSums {
 // C = A B^T over k < K for the tile at (m0, n0): sum_k A(m, k) B(n, k), k ascending, one fmaf
 // per term. Every thread of the block calls it (it synchronizes the block). The next chunk's
 // loads are issued before the current chunk's products.
+template <bool kAContiguousK, bool kBContiguousK>
 __device__ TileSums tile_product(Chunks& s, const Operand& a, const Operand& b, int K, int m0,
                                  int n0, bool row_sums) {
   const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
   TileSums r{{{0.0f, 0.0f}, {0.0f, 0.0f}}, {0.0f, 0.0f}};
-  ChunkRegisters next_a, next_b;
+  ChunkRegisters<kAContiguousK> next_a;
+  ChunkRegisters<kBContiguousK> next_b;
   next_a.load(a, m0, 0, K);
   next_b.load(b, n0, 0, K);
   for (int k0 = 0; k0 < K; k0 += kChunk) {
     __syncthreads();  // the previous chunk (or tile) is no longer read
-    next_a.store(s.a, a.k_contiguous);
-    next_b.store(s.b, b.k_contiguous);
+    next_a.store(s.a);
+    next_b.store(s.b);
     __syncthreads();
     if (k0 + kChunk < K) {
       next_a.load(a, m0, k0 + kChunk, K);
@@ -172,19 +173,21 @@ __device__ void forward_tile(Chunks& s, const Args& p, int l, int t) {
   const int in = static_cast<int>(p.mlp.widths[l - 1]), out = static_cast<int>(p.mlp.widths[l]);
   const int tiles_n = (out + kTile - 1) / kTile;
   const int m0 = (t / tiles_n) * kTile, n0 = (t % tiles_n) * kTile;
-  const Operand a{layer_input(p, l), in, p.batch, true};
-  const Operand w{p.mlp.weights[l - 1], in, out, true};
-  const TileSums r = tile_product(s, a, w, in, m0, n0, false);
+  const Operand a{layer_input(p, l), in, p.batch};
+  const Operand w{p.mlp.weights[l - 1], in, out};
   const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
+  float bias[2] = {0.0f, 0.0f};  // loaded with the first chunk
+  for (int j = 0; j < 2; ++j)
+    if (n0 + 2 * tx + j < out) bias[j] = p.mlp.biases[l - 1][n0 + 2 * tx + j];
+  const TileSums r = tile_product<true, true>(s, a, w, in, m0, n0, false);
   float* z = p.scratch.pre_activations[l - 1];
   float* act = p.scratch.activations[l - 1];
-  const float* bias = p.mlp.biases[l - 1];
   for (int i = 0; i < 2; ++i) {
     const int row = m0 + 2 * ty + i;
     for (int j = 0; j < 2; ++j) {
       const int col = n0 + 2 * tx + j;
       if (row < p.batch && col < out) {
-        const float value = r.c[i][j] + bias[col];
+        const float value = r.c[i][j] + bias[j];
         const std::size_t at = static_cast<std::size_t>(row) * out + col;
         z[at] = value;
         act[at] = activation_math::value<Kind>(value, p.mlp.hidden_activation);
@@ -194,9 +197,14 @@ __device__ void forward_tile(Chunks& s, const Args& p, int l, int t) {
 }
 
 // The output head for rows [8 t, 8 t + 8): y, dy and the tile's loss partial, then
-// dz_{L-1} = (dy W_L) * f'(z_{L-1}) for those rows.
+// dz_{L-1} = (dy W_L) * f'(z_{L-1}) for those rows. One warp per row; the outputs in groups of 4
+// share one pass over the row (lane-strided fmaf sums reduced by a shuffle tree, the total
+// broadcast from lane 0), and lane o < out holds output o's bias, target, dy and squared error,
+// all loaded before the sums so that each pass is one round of independent loads.
 template <ActivationKind Kind>
 __device__ void head_tile(const Args& p, int t, float (*head_dy)[kMaxOut], float* head_loss) {
+  constexpr unsigned kAll = 0xffffffffu;
+  constexpr int kGroup = 4;
   const int L = static_cast<int>(p.mlp.layers);
   const int in = static_cast<int>(p.mlp.widths[L - 1]), out = static_cast<int>(p.mlp.widths[L]);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -204,34 +212,49 @@ __device__ void head_tile(const Args& p, int t, float (*head_dy)[kMaxOut], float
   const float* w = p.mlp.weights[L - 1];
   float row_loss = 0.0f;
   if (row < p.batch) {
+    const std::size_t out_base = static_cast<std::size_t>(row) * out;
+    float bias = 0.0f, target = 0.0f, square_error = 0.0f;
+    if (lane < out) {
+      bias = p.mlp.biases[L - 1][lane];
+      target = p.target[out_base + lane];
+    }
     const float* a = p.scratch.activations[L - 2] + static_cast<std::size_t>(row) * in;
-    for (int o = 0; o < out; ++o) {
-      const float* w_row = w + static_cast<std::size_t>(o) * in;
-      float dot = 0.0f;
+    for (int o0 = 0; o0 < out; o0 += kGroup) {
+      float dot[kGroup] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll 8
-      for (int k = lane; k < in; k += 32) dot = fmaf(a[k], w_row[k], dot);
-      for (int offset = 16; offset > 0; offset /= 2)
-        dot += __shfl_down_sync(0xffffffffu, dot, offset);
-      if (lane == 0) {
-        const std::size_t at = static_cast<std::size_t>(row) * out + o;
-        const float d = (dot + p.mlp.biases[L - 1][o]) - p.target[at];
-        const float g = p.d_scale * d;
-        p.scratch.d_pre_activations[L - 1][at] = g;
-        head_dy[warp][o] = g;
-        row_loss += d * d;
+      for (int k = lane; k < in; k += 32) {
+        const float av = a[k];
+#pragma unroll
+        for (int q = 0; q < kGroup; ++q)
+          if (o0 + q < out) dot[q] = fmaf(av, w[static_cast<std::size_t>(o0 + q) * in + k], dot[q]);
+      }
+#pragma unroll
+      for (int q = 0; q < kGroup; ++q) {
+        for (int offset = 16; offset > 0; offset /= 2)
+          dot[q] += __shfl_down_sync(kAll, dot[q], offset);
+        const float total = __shfl_sync(kAll, dot[q], 0);
+        if (lane == o0 + q && lane < out) {
+          const float d = (total + bias) - target;
+          const float g = p.d_scale * d;
+          p.scratch.d_pre_activations[L - 1][out_base + lane] = g;
+          head_dy[warp][lane] = g;
+          square_error = d * d;
+        }
       }
     }
+    for (int o = 0; o < out; ++o) row_loss += __shfl_sync(kAll, square_error, o);
     __syncwarp();
     const std::size_t base = static_cast<std::size_t>(row) * in;
     const float* z = p.scratch.pre_activations[L - 2] + base;
     float* dz = p.scratch.d_pre_activations[L - 2] + base;
-#pragma unroll 4
+#pragma unroll 8
     for (int c = lane; c < in; c += 32) {
+      const float derivative = activation_math::derivative<Kind>(z[c], p.mlp.hidden_activation);
       float sum = 0.0f;
 #pragma unroll 4
       for (int o = 0; o < out; ++o)
         sum = fmaf(head_dy[warp][o], w[static_cast<std::size_t>(o) * in + c], sum);
-      dz[c] = sum * activation_math::derivative<Kind>(z[c], p.mlp.hidden_activation);
+      dz[c] = sum * derivative;
     }
   }
   if (lane == 0) head_loss[warp] = row_loss;
@@ -251,9 +274,9 @@ __device__ void weight_grad_tile(Chunks& s, const Args& p, int l, int t, double*
   const int tiles_n = (in + kTile - 1) / kTile;
   const int m0 = (t / tiles_n) * kTile, n0 = (t % tiles_n) * kTile;
   const bool bias_tile = n0 == 0;
-  const Operand dz{p.scratch.d_pre_activations[l - 1], out, out, false};
-  const Operand a{layer_input(p, l), in, in, false};
-  const TileSums r = tile_product(s, dz, a, p.batch, m0, n0, bias_tile);
+  const Operand dz{p.scratch.d_pre_activations[l - 1], out, out};
+  const Operand a{layer_input(p, l), in, in};
+  const TileSums r = tile_product<false, false>(s, dz, a, p.batch, m0, n0, bias_tile);
   const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
   float* dw = p.mlp.weight_grads[l - 1];
   for (int i = 0; i < 2; ++i) {
@@ -279,20 +302,24 @@ __device__ void input_grad_tile(Chunks& s, const Args& p, int l, int t) {
   const int in = static_cast<int>(p.mlp.widths[l - 1]), out = static_cast<int>(p.mlp.widths[l]);
   const int tiles_n = (in + kTile - 1) / kTile;
   const int m0 = (t / tiles_n) * kTile, n0 = (t % tiles_n) * kTile;
-  const Operand dz{p.scratch.d_pre_activations[l - 1], out, p.batch, true};
-  const Operand w{p.mlp.weights[l - 1], in, in, false};
-  const TileSums r = tile_product(s, dz, w, out, m0, n0, false);
+  const Operand dz{p.scratch.d_pre_activations[l - 1], out, p.batch};
+  const Operand w{p.mlp.weights[l - 1], in, in};
   const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
   const float* z = p.scratch.pre_activations[l - 2];
+  float z_saved[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};  // loaded with the first chunk
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 2; ++j)
+      if (m0 + 2 * ty + i < p.batch && n0 + 2 * tx + j < in)
+        z_saved[i][j] = z[static_cast<std::size_t>(m0 + 2 * ty + i) * in + n0 + 2 * tx + j];
+  const TileSums r = tile_product<true, false>(s, dz, w, out, m0, n0, false);
   float* dz_in = p.scratch.d_pre_activations[l - 2];
   for (int i = 0; i < 2; ++i) {
     const int row = m0 + 2 * ty + i;
     for (int j = 0; j < 2; ++j) {
       const int col = n0 + 2 * tx + j;
-      if (row < p.batch && col < in) {
-        const std::size_t at = static_cast<std::size_t>(row) * in + col;
-        dz_in[at] = r.c[i][j] * activation_math::derivative<Kind>(z[at], p.mlp.hidden_activation);
-      }
+      if (row < p.batch && col < in)
+        dz_in[static_cast<std::size_t>(row) * in + col] =
+            r.c[i][j] * activation_math::derivative<Kind>(z_saved[i][j], p.mlp.hidden_activation);
     }
   }
 }
@@ -318,6 +345,7 @@ __global__ void __launch_bounds__(kThreads) mlp_train_step_fused(Args p) {
   cg::grid_group grid = cg::this_grid();
   const int L = static_cast<int>(p.mlp.layers);
   const std::uint64_t step = *p.opt.step;  // before the first barrier; block 0 writes it last
+  if (threadIdx.x == 0) factors = adamw_detail::step_factors(p.opt.constants, step, 1.0f);
   int clock_slot = 0;
   record_phase_time(p, clock_slot++);
 
@@ -356,18 +384,37 @@ __global__ void __launch_bounds__(kThreads) mlp_train_step_fused(Args p) {
   }
   const double block_sum = BlockSum(reduce_temp).Sum(sum_squares);
   if (threadIdx.x == 0) p.scratch.norm_partials[blockIdx.x] = block_sum;
+  // The thread's first float4 group of the optimizer state, loaded before the barrier (only this
+  // phase writes params, m and v); its gradients after it.
+  const std::size_t first = blockIdx.x * std::size_t{kThreads} + threadIdx.x;
+  const bool has_first = first < p.opt.n / 4;
+  float4 first_p{}, first_m{}, first_v{};
+  uchar4 first_mask{};
+  if (has_first) {
+    first_p = reinterpret_cast<const float4*>(p.opt.params)[first];
+    first_m = reinterpret_cast<const float4*>(p.opt.m)[first];
+    first_v = reinterpret_cast<const float4*>(p.opt.v)[first];
+    first_mask = reinterpret_cast<const uchar4*>(p.opt.decay_mask)[first];
+  }
   grid.sync();
   record_phase_time(p, clock_slot++);
 
+  const float4 first_g = has_first ? reinterpret_cast<const float4*>(p.opt.grads)[first] : float4{};
   __syncthreads();  // reduce_temp is reused
   const global_norm_detail::NormAndScale clip =
       global_norm_detail::finish(p.scratch.norm_partials, gridDim.x, p.opt.max_norm, reduce_temp);
-  if (threadIdx.x == 0) factors = adamw_detail::step_factors(p.opt.constants, step, clip.scale);
+  if (threadIdx.x == 0) factors.grad_scale = clip.scale;
   __syncthreads();
   const adamw_detail::StepFactors f = factors;
+  if (has_first) {
+    adamw_detail::update_group(first_p, first_m, first_v, first_g, first_mask, p.opt.constants, f);
+    reinterpret_cast<float4*>(p.opt.params)[first] = first_p;
+    reinterpret_cast<float4*>(p.opt.m)[first] = first_m;
+    reinterpret_cast<float4*>(p.opt.v)[first] = first_v;
+  }
   adamw_detail::update_range(p.opt.params, p.opt.m, p.opt.v, p.opt.grads, p.opt.decay_mask,
-                             p.opt.n, blockIdx.x * std::size_t{kThreads} + threadIdx.x,
-                             std::size_t{gridDim.x} * kThreads, p.opt.constants, f);
+                             p.opt.n, first, std::size_t{gridDim.x} * kThreads, p.opt.constants,
+                             f, /*skip_first_group=*/has_first);
   if (blockIdx.x == 0 && threadIdx.x == 0) {
     float total = 0.0f;
     for (int t = 0; t < head_tiles; ++t) total += p.scratch.loss_partials[t];
