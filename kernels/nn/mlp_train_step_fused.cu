@@ -115,11 +115,11 @@ struct TileSums {
 };
 
 // C = A B^T over k < K for the tile at (m0, n0): sum_k A(m, k) B(n, k), k ascending, one fmaf
-// per term. Every thread of the block calls it (it synchronizes the block). The next chunk's
+// per term (and, with kRowSums, the A operand's row sums). Every thread of the block calls it (it synchronizes the block). The next chunk's
 // loads are issued before the current chunk's products.
-template <bool kAContiguousK, bool kBContiguousK>
+template <bool kAContiguousK, bool kBContiguousK, bool kRowSums>
 __device__ TileSums tile_product(Chunks& s, const Operand& a, const Operand& b, int K, int m0,
-                                 int n0, bool row_sums) {
+                                 int n0) {
   const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
   TileSums r{{{0.0f, 0.0f}, {0.0f, 0.0f}}, {0.0f, 0.0f}};
   ChunkRegisters<kAContiguousK> next_a;
@@ -135,16 +135,16 @@ __device__ TileSums tile_product(Chunks& s, const Operand& a, const Operand& b, 
       next_a.load(a, m0, k0 + kChunk, K);
       next_b.load(b, n0, k0 + kChunk, K);
     }
-    const int kc = min(kChunk, K - k0);
-#pragma unroll 8
-    for (int k = 0; k < kc; ++k) {
+    // The whole chunk, past K too: its padding is 0 in both operands, and fmaf(0, 0, c) = c.
+#pragma unroll 16
+    for (int k = 0; k < kChunk; ++k) {
       const float2 av = *reinterpret_cast<const float2*>(&s.a[k][2 * ty]);
       const float2 bv = *reinterpret_cast<const float2*>(&s.b[k][2 * tx]);
       r.c[0][0] = fmaf(av.x, bv.x, r.c[0][0]);
       r.c[0][1] = fmaf(av.x, bv.y, r.c[0][1]);
       r.c[1][0] = fmaf(av.y, bv.x, r.c[1][0]);
       r.c[1][1] = fmaf(av.y, bv.y, r.c[1][1]);
-      if (row_sums) {
+      if constexpr (kRowSums) {
         r.row_sum[0] += av.x;
         r.row_sum[1] += av.y;
       }
@@ -179,7 +179,7 @@ __device__ void forward_tile(Chunks& s, const Args& p, int l, int t) {
   float bias[2] = {0.0f, 0.0f};  // loaded with the first chunk
   for (int j = 0; j < 2; ++j)
     if (n0 + 2 * tx + j < out) bias[j] = p.mlp.biases[l - 1][n0 + 2 * tx + j];
-  const TileSums r = tile_product<true, true>(s, a, w, in, m0, n0, false);
+  const TileSums r = tile_product<true, true, false>(s, a, w, in, m0, n0);
   float* z = p.scratch.pre_activations[l - 1];
   float* act = p.scratch.activations[l - 1];
   for (int i = 0; i < 2; ++i) {
@@ -276,7 +276,8 @@ __device__ void weight_grad_tile(Chunks& s, const Args& p, int l, int t, double*
   const bool bias_tile = n0 == 0;
   const Operand dz{p.scratch.d_pre_activations[l - 1], out, out};
   const Operand a{layer_input(p, l), in, in};
-  const TileSums r = tile_product<false, false>(s, dz, a, p.batch, m0, n0, bias_tile);
+  const TileSums r = bias_tile ? tile_product<false, false, true>(s, dz, a, p.batch, m0, n0)
+                               : tile_product<false, false, false>(s, dz, a, p.batch, m0, n0);
   const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
   float* dw = p.mlp.weight_grads[l - 1];
   for (int i = 0; i < 2; ++i) {
@@ -311,7 +312,7 @@ __device__ void input_grad_tile(Chunks& s, const Args& p, int l, int t) {
     for (int j = 0; j < 2; ++j)
       if (m0 + 2 * ty + i < p.batch && n0 + 2 * tx + j < in)
         z_saved[i][j] = z[static_cast<std::size_t>(m0 + 2 * ty + i) * in + n0 + 2 * tx + j];
-  const TileSums r = tile_product<true, false>(s, dz, w, out, m0, n0, false);
+  const TileSums r = tile_product<true, false, false>(s, dz, w, out, m0, n0);
   float* dz_in = p.scratch.d_pre_activations[l - 2];
   for (int i = 0; i < 2; ++i) {
     const int row = m0 + 2 * ty + i;
