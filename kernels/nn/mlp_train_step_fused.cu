@@ -15,10 +15,11 @@
 //                         grid-stride share of the slab (adamw_element.cuh); block 0 writes the
 //                         loss (its partials in tile order), the norm, the step + 1 and scale 1.
 // The step counter is read by every block before the first barrier and written after the last,
-// so no block can read the advanced value. A tile's product: each thread owns a 2 x 2 block of
-// the 32 x 32 outputs and sums k = 0, 1, ... in order with fmaf from shared-memory chunks of
-// 128 k (both operands stored k-major, rows padded to 34 floats), loaded through registers so
-// that a chunk's loads are all in flight together and the next chunk's overlap the products.
+// so no block can read the advanced value. A tile's product (32 x 32 outputs): four groups of
+// 64 threads each sum a quarter of every 64-k shared-memory chunk (both operands stored k-major,
+// rows padded to 36 floats) into 4 x 4 blocks, then the groups' sums are added in a fixed order;
+// chunks are loaded through registers so that a chunk's loads are all in flight together and the
+// next chunk's overlap the products.
 #include <cooperative_groups.h>
 
 #include <algorithm>
@@ -44,7 +45,9 @@ static_assert(kThreads == global_norm_detail::kFinishThreads,
               "the optimizer phase reduces the norm partials with the finish pass's block size");
 constexpr int kTile = 32;                  // outputs per tile side; 16 x 16 threads of 2 x 2
 constexpr int kChunk = 64;                 // k per shared-memory chunk
-constexpr int kStride = kTile + 2;         // floats per chunk row (float2-aligned, fewer conflicts)
+constexpr int kStride = kTile + 4;         // floats per chunk row (float4-aligned, fewer conflicts)
+constexpr int kSlices = 4;                 // a chunk's k split over 4 groups of 64 threads
+constexpr int kSliceK = kChunk / kSlices;
 constexpr int kHeadRows = kThreads / 32;   // one warp per row in the head phase
 constexpr int kMaxOut = static_cast<int>(kFusedStepMaxOut);
 
@@ -56,10 +59,16 @@ struct Operand {
   int extent;
 };
 
-struct Chunks {
+struct alignas(16) Chunks {
   float a[kChunk][kStride];
   float b[kChunk][kStride];
 };
+// After a tile's last chunk the same memory holds the slices' partial sums.
+struct SlicePartials {
+  float c[kSlices][kTile][kTile];
+  float row_sum[kSlices][kTile];
+};
+static_assert(sizeof(SlicePartials) <= sizeof(Chunks), "the partials reuse the chunks' memory");
 
 struct Args {
   float* loss;
@@ -110,24 +119,30 @@ struct ChunkRegisters {
 };
 
 struct TileSums {
-  float c[2][2];     // c[i][j]: output (m0 + 2 ty + i, n0 + 2 tx + j)
-  float row_sum[2];  // sum over k of A(m0 + 2 ty + i, k) (when asked for)
+  float c[2][2];     // c[i][j]: output (m0 + 2 ty + i, n0 + 2 tx + j), ty = tid / 16, tx = tid % 16
+  float row_sum[2];  // sum over k of A(m0 + 2 ty + i, k) (with kRowSums)
 };
 
-// C = A B^T over k < K for the tile at (m0, n0): sum_k A(m, k) B(n, k), k ascending, one fmaf
-// per term (and, with kRowSums, the A operand's row sums). Every thread of the block calls it (it synchronizes the block). The next chunk's
-// loads are issued before the current chunk's products.
+// C = A B^T over k < K for the tile at (m0, n0): sum_k A(m, k) B(n, k), and with kRowSums the A
+// operand's row sums. Thread group g = tid / 64 (of 4) takes k = 16 g .. 16 g + 15 of each
+// 64-k chunk, each of its threads a 4 x 4 block of outputs (rows 4 (l / 8), columns 4 (l % 8),
+// l = tid % 64), summing its k ascending with fmaf; the four groups' sums are then added in
+// group order (((g0 + g1) + g2) + g3) through shared memory and handed out as 2 x 2 blocks. A
+// fixed order: deterministic. Every thread of the block calls it (it synchronizes the block).
+// The next chunk's loads are issued before the current chunk's products.
 template <bool kAContiguousK, bool kBContiguousK, bool kRowSums>
 __device__ TileSums tile_product(Chunks& s, const Operand& a, const Operand& b, int K, int m0,
                                  int n0) {
-  const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
-  TileSums r{{{0.0f, 0.0f}, {0.0f, 0.0f}}, {0.0f, 0.0f}};
+  const int group = threadIdx.x / 64, lane64 = threadIdx.x % 64;
+  const int my = 4 * (lane64 / 8), mx = 4 * (lane64 % 8);
+  float c[4][4] = {};
+  float row_sum[4] = {};
   ChunkRegisters<kAContiguousK> next_a;
   ChunkRegisters<kBContiguousK> next_b;
   next_a.load(a, m0, 0, K);
   next_b.load(b, n0, 0, K);
   for (int k0 = 0; k0 < K; k0 += kChunk) {
-    __syncthreads();  // the previous chunk (or tile) is no longer read
+    __syncthreads();  // the previous chunk (or tile, or its partials) is no longer read
     next_a.store(s.a);
     next_b.store(s.b);
     __syncthreads();
@@ -135,19 +150,46 @@ __device__ TileSums tile_product(Chunks& s, const Operand& a, const Operand& b, 
       next_a.load(a, m0, k0 + kChunk, K);
       next_b.load(b, n0, k0 + kChunk, K);
     }
-    // The whole chunk, past K too: its padding is 0 in both operands, and fmaf(0, 0, c) = c.
-#pragma unroll 16
-    for (int k = 0; k < kChunk; ++k) {
-      const float2 av = *reinterpret_cast<const float2*>(&s.a[k][2 * ty]);
-      const float2 bv = *reinterpret_cast<const float2*>(&s.b[k][2 * tx]);
-      r.c[0][0] = fmaf(av.x, bv.x, r.c[0][0]);
-      r.c[0][1] = fmaf(av.x, bv.y, r.c[0][1]);
-      r.c[1][0] = fmaf(av.y, bv.x, r.c[1][0]);
-      r.c[1][1] = fmaf(av.y, bv.y, r.c[1][1]);
-      if constexpr (kRowSums) {
-        r.row_sum[0] += av.x;
-        r.row_sum[1] += av.y;
+    // The whole slice, past K too: the padding is 0 in both operands, and fmaf(0, 0, c) = c.
+#pragma unroll
+    for (int kk = 0; kk < kSliceK; ++kk) {
+      const int k = group * kSliceK + kk;
+      const float4 a4 = *reinterpret_cast<const float4*>(&s.a[k][my]);
+      const float4 b4 = *reinterpret_cast<const float4*>(&s.b[k][mx]);
+      const float av[4] = {a4.x, a4.y, a4.z, a4.w}, bv[4] = {b4.x, b4.y, b4.z, b4.w};
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) c[i][j] = fmaf(av[i], bv[j], c[i][j]);
+        if constexpr (kRowSums) row_sum[i] += av[i];
       }
+    }
+  }
+  __syncthreads();  // the last chunk is no longer read
+  auto& partials = *reinterpret_cast<SlicePartials*>(&s);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    *reinterpret_cast<float4*>(&partials.c[group][my + i][mx]) =
+        make_float4(c[i][0], c[i][1], c[i][2], c[i][3]);
+    if (kRowSums && mx == 0) partials.row_sum[group][my + i] = row_sum[i];
+  }
+  __syncthreads();
+  const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
+  TileSums r{};
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      float sum = partials.c[0][2 * ty + i][2 * tx + j];
+#pragma unroll
+      for (int g = 1; g < kSlices; ++g) sum += partials.c[g][2 * ty + i][2 * tx + j];
+      r.c[i][j] = sum;
+    }
+    if constexpr (kRowSums) {
+      float sum = partials.row_sum[0][2 * ty + i];
+#pragma unroll
+      for (int g = 1; g < kSlices; ++g) sum += partials.row_sum[g][2 * ty + i];
+      r.row_sum[i] = sum;
     }
   }
   return r;
