@@ -60,17 +60,11 @@ void RegressionStep::set_up_fused_step() {
   fused_norm_partials_ = DeviceBuffer<double>(grid);
   fused_scratch_.norm_partials = fused_norm_partials_.data();
   const ParamSlab::OptimizerViews views = slab_.optimizer_views();
-  fused_optimizer_.params = views.params;
-  fused_optimizer_.m = views.m;
-  fused_optimizer_.v = views.v;
-  fused_optimizer_.grads = views.grads;
-  fused_optimizer_.decay_mask = views.decay_mask;
-  fused_optimizer_.n = views.n;
-  fused_optimizer_.step = views.step;
-  fused_optimizer_.norm = views.grad_norm;
-  fused_optimizer_.grad_scale = views.clip_scale;
-  fused_optimizer_.max_norm = config_.max_grad_norm;
-  fused_optimizer_.constants = adamw_constants(config_.adamw, "RegressionStep");
+  fused_optimizer_ = {.params = views.params, .m = views.m, .v = views.v, .grads = views.grads,
+                      .decay_mask = views.decay_mask, .n = views.n, .step = views.step,
+                      .norm = views.grad_norm, .grad_scale = views.clip_scale,
+                      .max_norm = config_.max_grad_norm,
+                      .constants = adamw_constants(config_.adamw, "RegressionStep")};
   fused_grid_ = grid;
 }
 

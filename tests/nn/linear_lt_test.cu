@@ -208,23 +208,7 @@ TEST(LinearLtHost, MlpPlansTheAuxRegionsOfItsFusedActivations) {
 
 // ----------------------------------------------------------------------------- GPU
 
-struct LtRig {
-  StreamContext context;
-  nn::ParamSlab slab;
-  nn::Mlp mlp;
-  std::unique_ptr<ScratchArena> arena;
-
-  LtRig(nn::MlpConfig config, std::size_t max_batch, std::uint64_t seed)
-      : mlp(std::move(config), max_batch, slab) {
-    slab.finalize();
-    ScratchPlan plan;
-    mlp.plan(plan);
-    arena = std::make_unique<ScratchArena>(plan.bytes());
-    mlp.bind(*arena);
-    mlp.init_parameters(seed, context.stream());
-    context.synchronize();
-  }
-};
+using LtRig = test::mlp_reference::MlpRig;
 
 void print_plans(const nn::Mlp& mlp, std::size_t batch) {
   for (const std::string& line : mlp.describe_lt_plans(batch)) std::printf("    %s\n", line.c_str());

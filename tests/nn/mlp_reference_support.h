@@ -6,11 +6,14 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "kernels/nn/activation.h"
+#include "lib/core/scratch_arena.h"
+#include "lib/core/stream.h"
 #include "lib/nn/mlp.h"
 #include "lib/nn/param_slab.h"
 #include "lib/nn/regression_step.h"
@@ -60,6 +63,27 @@ inline std::vector<double> flat(const nn::Mlp& mlp, const std::vector<float>& al
   }
   return out;
 }
+
+// An Mlp over its own slab and arena on its own stream, parameters initialized from `seed`.
+struct MlpRig {
+  StreamContext context;
+  nn::ParamSlab slab;
+  nn::Mlp mlp;
+  std::unique_ptr<ScratchArena> arena;
+
+  MlpRig(std::vector<std::size_t> widths, std::size_t max_batch, std::uint64_t seed)
+      : MlpRig(nn::MlpConfig{.widths = std::move(widths)}, max_batch, seed) {}
+  MlpRig(nn::MlpConfig config, std::size_t max_batch, std::uint64_t seed)
+      : mlp(std::move(config), max_batch, slab) {
+    slab.finalize();
+    ScratchPlan plan;
+    mlp.plan(plan);
+    arena = std::make_unique<ScratchArena>(plan.bytes());
+    mlp.bind(*arena);
+    mlp.init_parameters(seed, context.stream());
+    context.synchronize();
+  }
+};
 
 // Synthetic regression: target = (sin(x0) + x1 x2, x3^2) on x uniform in [-1, 1]^4.
 struct RegressionData {

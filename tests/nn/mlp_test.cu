@@ -33,6 +33,7 @@ using test::nn_support::random_floats;
 using test::nn_support::to_double;
 using test::mlp_reference::reference_layers;
 using test::mlp_reference::reference_training;
+using test::mlp_reference::MlpRig;
 using test::mlp_reference::RegressionData;
 
 // A slab part, downloaded, in the reference's flat layout.
@@ -41,25 +42,6 @@ std::vector<double> flat(const nn::Mlp& mlp, const nn::ParamSlab& slab, nn::Slab
   return test::mlp_reference::flat(mlp, slab.download(part, stream), slab);
 }
 
-struct MlpRig {
-  StreamContext context;
-  nn::ParamSlab slab;
-  nn::Mlp mlp;
-  std::unique_ptr<ScratchArena> arena;
-
-  MlpRig(std::vector<std::size_t> widths, std::size_t max_batch, std::uint64_t seed)
-      : MlpRig(nn::MlpConfig{.widths = std::move(widths)}, max_batch, seed) {}
-  MlpRig(nn::MlpConfig config, std::size_t max_batch, std::uint64_t seed)
-      : mlp(std::move(config), max_batch, slab) {
-    slab.finalize();
-    ScratchPlan plan;
-    mlp.plan(plan);
-    arena = std::make_unique<ScratchArena>(plan.bytes());
-    mlp.bind(*arena);
-    mlp.init_parameters(seed, context.stream());
-    context.synchronize();
-  }
-};
 
 class MlpTest : public ::testing::TestWithParam<std::tuple<std::vector<std::size_t>, std::size_t>> {};
 

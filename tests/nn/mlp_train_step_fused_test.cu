@@ -73,16 +73,13 @@ TEST_P(FusedStep, StepsMatchTheReference) {
   RESIDENT_REQUIRE_GPU();
   const FusedCase& c = GetParam();
   const std::size_t batch = c.batch, in = c.widths.front(), out = c.widths.back();
-  StreamContext context;
+  test::mlp_reference::MlpRig rig(
+      nn::MlpConfig{.widths = c.widths, .hidden_activation = {c.activation}}, batch,
+      batch * 7 + c.widths.size());
+  StreamContext& context = rig.context;
+  nn::ParamSlab& slab = rig.slab;
+  nn::Mlp& mlp = rig.mlp;
   const cudaStream_t stream = context.stream();
-  nn::ParamSlab slab;
-  nn::Mlp mlp(nn::MlpConfig{.widths = c.widths, .hidden_activation = {c.activation}}, batch, slab);
-  slab.finalize();
-  ScratchPlan plan;
-  mlp.plan(plan);
-  ScratchArena arena(plan.bytes());
-  mlp.bind(arena);
-  mlp.init_parameters(batch * 7 + c.widths.size(), stream);
   // Non-zero biases: init_parameters leaves them 0, which would hide a bias that is not added.
   std::mt19937_64 rng(batch * 131 + in * 7 + out);
   for (std::size_t l = 0; l < mlp.layers(); ++l)
@@ -176,22 +173,16 @@ TEST(FusedStepPhases, ClockReadingsAreOrderedAndPrinted) {
   RESIDENT_REQUIRE_GPU();
   const std::vector<std::size_t> widths{64, 256, 256, 3};
   const std::size_t batch = 256;
-  StreamContext context;
-  nn::ParamSlab slab;
-  nn::Mlp mlp(nn::MlpConfig{.widths = widths}, batch, slab);
-  slab.finalize();
-  ScratchPlan plan;
-  mlp.plan(plan);
-  ScratchArena arena(plan.bytes());
-  mlp.bind(arena);
-  mlp.init_parameters(5, context.stream());
+  test::mlp_reference::MlpRig rig(widths, batch, 5);
+  StreamContext& context = rig.context;
   std::mt19937_64 rng(11);
   DeviceBuffer<float> d_x(batch * widths.front()), d_target(batch * widths.back());
   d_x.upload(random_floats(d_x.size(), -1.0f, 1.0f, rng));
   d_target.upload(random_floats(d_target.size(), -1.0f, 1.0f, rng));
-  nn::RegressionStep step(mlp, slab, nn::RegressionStepConfig{}, d_x.data(), d_target.data(), batch);
+  nn::RegressionStep step(rig.mlp, rig.slab, nn::RegressionStepConfig{}, d_x.data(),
+                          d_target.data(), batch);
   ASSERT_TRUE(step.fused());
-  const std::size_t slots = 2 * mlp.layers() + 1;
+  const std::size_t slots = 2 * rig.mlp.layers() + 1;
   DeviceBuffer<std::uint64_t> times(slots);
   step.record_phase_times(times.data());
   step.capture(context);
