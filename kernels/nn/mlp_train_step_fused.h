@@ -3,7 +3,7 @@
 // clip and AdamW over the slab. The GEMM path of nn::Mlp + RegressionStep is ~24 launches of
 // 2-7 us each for the 256 x (64-256-256-3) step; this is one launch whose phases are separated by
 // grid barriers (layers - 1 forward phases, the output head, layers - 1 backward phases, the
-// optimizer: 2 * layers barriers).
+// optimizer: 2 * layers - 1 barriers).
 #pragma once
 
 #include <cuda_runtime_api.h>
