@@ -1,7 +1,7 @@
 // The fused MLP train step (kernels/nn/mlp_train_step_fused.h, run by RegressionStep) against
 // the double-precision reference, on fresh random parameters, inputs and targets, its outputs
 // poisoned (NaN) first, at edge shapes: the bench's 256 x (64-256-256-3), odd widths and batches
-// (1, 33, 65, 300), 2 and 4 layers, 32 outputs (the most it takes), several activations, with and
+// (1, 33, 65, 300, 1024), 2 and 4 layers, 32 outputs (the most it takes), several activations, with and
 // without clipping, weight decay on the weights only. Checked per step, at steps 1 and 4:
 //   - the loss and every weight and bias gradient against the reference forward/backward from
 //     the parameters the step started from (tolerance of the GEMM path's tests);
