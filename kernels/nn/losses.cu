@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <string>
 
+#include "kernels/nn/huber.cuh"
 #include "kernels/nn/losses.h"
 #include "kernels/nn/row_reduce.cuh"
 #include "lib/core/nvtx_range.h"
@@ -21,15 +22,6 @@ using rowwise::kRowThreads;
 
 constexpr std::size_t kTermsPerPartial = 2048;  // 8 terms per thread when not clamped
 constexpr std::size_t kMaxPartials = 1024;
-
-__device__ inline float huber(float d, float delta) {
-  const float a = fabsf(d);
-  return a <= delta ? 0.5f * d * d : delta * (a - 0.5f * delta);
-}
-
-__device__ inline float huber_derivative(float d, float delta) {
-  return d > delta ? delta : (d < -delta ? -delta : d);
-}
 
 // The pinball loss's slope in u = target - prediction.
 __device__ inline float pinball_slope(float u, float tau) { return u >= 0.0f ? tau : tau - 1.0f; }
@@ -50,7 +42,7 @@ struct HuberTerm {
   std::size_t cols;
   float delta;
   __device__ float operator()(std::size_t i) const {
-    const float h = huber(prediction[i] - target[i], delta);
+    const float h = huber::value(prediction[i] - target[i], delta);
     return sample_weights != nullptr ? sample_weights[i / cols] * h : h;
   }
 };
@@ -87,7 +79,7 @@ struct HuberGradient {
   float scale;  // d_loss / (rows * cols)
   __device__ float operator()(std::size_t i) const {
     const float weight = sample_weights != nullptr ? scale * sample_weights[i / cols] : scale;
-    return weight * huber_derivative(prediction[i] - target[i], delta);
+    return weight * huber::derivative(prediction[i] - target[i], delta);
   }
 };
 

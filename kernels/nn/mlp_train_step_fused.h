@@ -77,6 +77,14 @@ std::size_t fused_step_loss_partials(std::size_t batch) noexcept;
 unsigned fused_step_grid(std::span<const std::size_t> widths, std::size_t batch,
                          const Activation& hidden_activation);
 
+// Checks the views a fused step launch uses (the MLP's and the optimizer's; the output width at
+// most kFusedStepMaxOut, 2 to 4 layers, batch 1 to 2^24, grid > 0, alignment, max_norm > 0) and
+// throws resident::Error naming `op`, the value and the limit. Shared by the fused steps'
+// launchers (this one and kernels/rl/dqn/dqn_train_step_fused.h).
+void check_fused_step_views(const char* op, const FusedStepMlp& mlp,
+                            const FusedStepScratch& scratch, const FusedStepOptimizer& optimizer,
+                            std::size_t batch, unsigned grid);
+
 // One train step on x [batch, in] and target [batch, out], in the order
 //   z_l = a_{l-1} W_l^T + b_l, a_l = f(z_l) (a_0 = x; the last layer's y = z_L has no f)
 //   loss = sum (y - target)^2 / (batch * out)              (written to *loss)

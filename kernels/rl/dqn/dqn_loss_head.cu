@@ -6,6 +6,7 @@
 #include <cmath>
 #include <string>
 
+#include "kernels/nn/huber.cuh"
 #include "kernels/rl/dqn/greedy_action.cuh"
 #include "lib/core/error.h"
 #include "lib/core/nvtx_range.h"
@@ -43,10 +44,9 @@ __global__ void __launch_bounds__(kThreads)
     out.td_errors[b] = __fsub_rn(target, q);
     const float w = in.is_weights != nullptr ? in.is_weights[b] : 1.0f;
     const float d = q - target;
-    const float magnitude = fabsf(d);
-    loss += w * (magnitude <= delta ? 0.5f * d * d : delta * (magnitude - 0.5f * delta));
+    loss += w * huber::value(d, delta);
     const float weight = in.is_weights != nullptr ? grad_scale * w : grad_scale;
-    const float grad = weight * (d > delta ? delta : (d < -delta ? -delta : d));
+    const float grad = weight * huber::derivative(d, delta);
     float* row = out.d_q + b * action_count;
     for (std::size_t a = 0; a < action_count; ++a)
       row[a] = static_cast<std::int32_t>(a) == action ? grad : 0.0f;

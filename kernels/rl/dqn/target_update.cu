@@ -4,6 +4,7 @@
 #include <string>
 
 #include "kernels/core/launch_config.h"
+#include "kernels/rl/dqn/target_update_element.cuh"
 #include "lib/core/error.h"
 #include "lib/core/nvtx_range.h"
 
@@ -14,17 +15,9 @@ namespace {
 __global__ void target_update(float* target, const float* online, std::size_t n, float tau,
                               std::uint64_t period, const std::uint64_t* update_step) {
   if (*update_step % period != 0) return;
-  const bool hard = tau == 1.0f;
   for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
-    const float o = online[i];
-    if (hard) {
-      target[i] = o;
-    } else {
-      const float t = target[i];
-      target[i] = __fadd_rn(t, __fmul_rn(tau, __fsub_rn(o, t)));
-    }
-  }
+       i += static_cast<std::size_t>(gridDim.x) * blockDim.x)
+    target[i] = updated_target(target[i], online[i], tau);
 }
 
 }  // namespace

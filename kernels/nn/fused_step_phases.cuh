@@ -1,0 +1,498 @@
+// Device building blocks of the fused (grid-synchronized) train steps (device code: include from
+// .cu files only): kernels/nn/mlp_train_step_fused.cu (MSE head) and
+// kernels/rl/dqn/dqn_train_step_fused.cu (double-DQN head) compose their phases from these.
+// A Pass is one network over `rows` rows of x with its FusedStepScratch; its phases hand 32 x 32
+// output tiles to the blocks round robin, each tile's product summed in a fixed order (see
+// tile_product), so a step is bit-for-bit reproducible for a given grid. Every function here is
+// called by all kThreads threads of a block (they synchronize the block).
+#pragma once
+
+#include <cooperative_groups.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cub/block/block_reduce.cuh>
+#include <span>
+#include <string>
+
+#include "kernels/nn/activation_math.cuh"
+#include "kernels/nn/adamw_element.cuh"
+#include "kernels/nn/global_norm_finish.cuh"
+#include "kernels/nn/mlp_train_step_fused.h"
+#include "lib/core/error.h"
+
+namespace resident::kernels::fused_step {
+
+constexpr int kThreads = 256;
+static_assert(kThreads == global_norm_detail::kFinishThreads,
+              "the optimizer phase reduces the norm partials with the finish pass's block size");
+constexpr int kTile = 32;                  // outputs per tile side; 16 x 16 threads of 2 x 2
+constexpr int kChunk = 64;                 // k per shared-memory chunk
+constexpr int kStride = kTile + 4;         // floats per chunk row (float4-aligned, fewer conflicts)
+constexpr int kSlices = 4;                 // a chunk's k split over 4 groups of 64 threads
+constexpr int kSliceK = kChunk / kSlices;
+constexpr int kHeadRows = kThreads / 32;   // one warp per row in the head phase
+constexpr int kMaxOut = static_cast<int>(kFusedStepMaxOut);
+
+// One GEMM operand: element (i, k) of an [extent, K] matrix at data[i * ld + k] when its layout
+// is k-contiguous (a template argument of the functions below), else at data[k * ld + i].
+struct Operand {
+  const float* data;
+  int ld;
+  int extent;
+};
+
+struct alignas(16) Chunks {
+  float a[kChunk][kStride];
+  float b[kChunk][kStride];
+};
+// After a tile's last chunk the same memory holds the slices' partial sums.
+struct SlicePartials {
+  float c[kSlices][kTile][kTile];
+  float row_sum[kSlices][kTile];
+};
+static_assert(sizeof(SlicePartials) <= sizeof(Chunks), "the partials reuse the chunks' memory");
+
+// One network over `rows` rows of x (row-major [rows, widths[0]]) and its scratch.
+struct Pass {
+  const FusedStepMlp* net;
+  const FusedStepScratch* scratch;
+  const float* x;
+  int rows;
+};
+
+constexpr int kChunkLoads = kTile * kChunk / kThreads;  // elements per thread per operand
+
+// The chunk of one operand a thread loads, held in registers between the loads and the shared
+// stores so that all of a chunk's loads are in flight at once (and the next chunk's during the
+// current chunk's products). Element e = threadIdx.x + kThreads * j (j < kChunkLoads) of the
+// kTile x kChunk chunk is (i, k) = (e / kChunk, e % kChunk) for a k-contiguous operand and
+// (e % kTile, e / kTile) otherwise: consecutive threads read consecutive addresses.
+template <bool kContiguousK>
+struct ChunkRegisters {
+  float value[kChunkLoads];
+
+  __device__ __forceinline__ static int row_of(int e) { return kContiguousK ? e / kChunk : e % kTile; }
+  __device__ __forceinline__ static int k_of(int e) { return kContiguousK ? e % kChunk : e / kTile; }
+
+  __device__ __forceinline__ void load(const Operand& op, int i0, int k0, int K) {
+#pragma unroll
+    for (int j = 0; j < kChunkLoads; ++j) {
+      const int e = threadIdx.x + kThreads * j;
+      const int gi = i0 + row_of(e), gk = k0 + k_of(e);
+      value[j] = 0.0f;  // outside the matrix
+      if (gi < op.extent && gk < K)
+        value[j] = kContiguousK ? op.data[static_cast<std::size_t>(gi) * op.ld + gk]
+                                : op.data[static_cast<std::size_t>(gk) * op.ld + gi];
+    }
+  }
+
+  // dst[k][i] = element (i0 + i, k0 + k) of the loaded chunk.
+  __device__ __forceinline__ void store(float (*dst)[kStride]) const {
+#pragma unroll
+    for (int j = 0; j < kChunkLoads; ++j) {
+      const int e = threadIdx.x + kThreads * j;
+      dst[k_of(e)][row_of(e)] = value[j];
+    }
+  }
+};
+
+struct TileSums {
+  float c[2][2];     // c[i][j]: output (m0 + 2 ty + i, n0 + 2 tx + j), ty = tid / 16, tx = tid % 16
+  float row_sum[2];  // sum over k of A(m0 + 2 ty + i, k) (with kRowSums)
+};
+
+// C = A B^T over k < K for the tile at (m0, n0): sum_k A(m, k) B(n, k), and with kRowSums the A
+// operand's row sums. Thread group g = tid / 64 (of 4) takes k = 16 g .. 16 g + 15 of each
+// 64-k chunk, each of its threads a 4 x 4 block of outputs (rows 4 (l / 8), columns 4 (l % 8),
+// l = tid % 64), summing its k ascending with fmaf; the four groups' sums are then added in
+// group order (((g0 + g1) + g2) + g3) through shared memory and handed out as 2 x 2 blocks. A
+// fixed order: deterministic. Every thread of the block calls it (it synchronizes the block).
+// The next chunk's loads are issued before the current chunk's products.
+template <bool kAContiguousK, bool kBContiguousK, bool kRowSums>
+__device__ TileSums tile_product(Chunks& s, const Operand& a, const Operand& b, int K, int m0,
+                                 int n0) {
+  const int group = threadIdx.x / 64, lane64 = threadIdx.x % 64;
+  const int my = 4 * (lane64 / 8), mx = 4 * (lane64 % 8);
+  float c[4][4] = {};
+  float row_sum[4] = {};
+  ChunkRegisters<kAContiguousK> next_a;
+  ChunkRegisters<kBContiguousK> next_b;
+  next_a.load(a, m0, 0, K);
+  next_b.load(b, n0, 0, K);
+  for (int k0 = 0; k0 < K; k0 += kChunk) {
+    __syncthreads();  // the previous chunk (or tile, or its partials) is no longer read
+    next_a.store(s.a);
+    next_b.store(s.b);
+    __syncthreads();
+    if (k0 + kChunk < K) {
+      next_a.load(a, m0, k0 + kChunk, K);
+      next_b.load(b, n0, k0 + kChunk, K);
+    }
+    // The whole slice, past K too: the padding is 0 in both operands, and fmaf(0, 0, c) = c.
+#pragma unroll
+    for (int kk = 0; kk < kSliceK; ++kk) {
+      const int k = group * kSliceK + kk;
+      const float4 a4 = *reinterpret_cast<const float4*>(&s.a[k][my]);
+      const float4 b4 = *reinterpret_cast<const float4*>(&s.b[k][mx]);
+      const float av[4] = {a4.x, a4.y, a4.z, a4.w}, bv[4] = {b4.x, b4.y, b4.z, b4.w};
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) c[i][j] = fmaf(av[i], bv[j], c[i][j]);
+        if constexpr (kRowSums) row_sum[i] += av[i];
+      }
+    }
+  }
+  __syncthreads();  // the last chunk is no longer read
+  auto& partials = *reinterpret_cast<SlicePartials*>(&s);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    *reinterpret_cast<float4*>(&partials.c[group][my + i][mx]) =
+        make_float4(c[i][0], c[i][1], c[i][2], c[i][3]);
+    if (kRowSums && mx == 0) partials.row_sum[group][my + i] = row_sum[i];
+  }
+  __syncthreads();
+  const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
+  TileSums r{};
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      float sum = partials.c[0][2 * ty + i][2 * tx + j];
+#pragma unroll
+      for (int g = 1; g < kSlices; ++g) sum += partials.c[g][2 * ty + i][2 * tx + j];
+      r.c[i][j] = sum;
+    }
+    if constexpr (kRowSums) {
+      float sum = partials.row_sum[0][2 * ty + i];
+#pragma unroll
+      for (int g = 1; g < kSlices; ++g) sum += partials.row_sum[g][2 * ty + i];
+      r.row_sum[i] = sum;
+    }
+  }
+  return r;
+}
+
+__device__ __forceinline__ int tiles_of(int rows, int cols) {
+  return ((rows + kTile - 1) / kTile) * ((cols + kTile - 1) / kTile);
+}
+
+__device__ __forceinline__ double square(float x) {
+  const double d = x;
+  return d * d;  // exact
+}
+
+// Layer l's input a_{l-1} (x for l = 1); l is 1-based.
+__device__ __forceinline__ const float* layer_input(const Pass& p, int l) {
+  return l == 1 ? p.x : p.scratch->activations[l - 2];
+}
+
+// z_l = a_{l-1} W_l^T + b_l and a_l = f(z_l) for the hidden layer l, tile t.
+template <ActivationKind Kind>
+__device__ void forward_tile(Chunks& s, const Pass& p, int l, int t) {
+  const int in = static_cast<int>(p.net->widths[l - 1]), out = static_cast<int>(p.net->widths[l]);
+  const int tiles_n = (out + kTile - 1) / kTile;
+  const int m0 = (t / tiles_n) * kTile, n0 = (t % tiles_n) * kTile;
+  const Operand a{layer_input(p, l), in, p.rows};
+  const Operand w{p.net->weights[l - 1], in, out};
+  const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
+  float bias[2] = {0.0f, 0.0f};  // loaded with the first chunk
+  for (int j = 0; j < 2; ++j)
+    if (n0 + 2 * tx + j < out) bias[j] = p.net->biases[l - 1][n0 + 2 * tx + j];
+  const TileSums r = tile_product<true, true, false>(s, a, w, in, m0, n0);
+  float* z = p.scratch->pre_activations[l - 1];
+  float* act = p.scratch->activations[l - 1];
+  for (int i = 0; i < 2; ++i) {
+    const int row = m0 + 2 * ty + i;
+    for (int j = 0; j < 2; ++j) {
+      const int col = n0 + 2 * tx + j;
+      if (row < p.rows && col < out) {
+        const float value = r.c[i][j] + bias[j];
+        const std::size_t at = static_cast<std::size_t>(row) * out + col;
+        z[at] = value;
+        act[at] = activation_math::value<Kind>(value, p.net->hidden_activation);
+      }
+    }
+  }
+}
+
+// dW_l = dz_l^T a_{l-1} for tile t, and db_l in the tiles of column 0; adds the squares of what
+// it writes to *sum_squares.
+__device__ inline void weight_grad_tile(Chunks& s, const Pass& p, int l, int t, double* sum_squares) {
+  const int in = static_cast<int>(p.net->widths[l - 1]), out = static_cast<int>(p.net->widths[l]);
+  const int tiles_n = (in + kTile - 1) / kTile;
+  const int m0 = (t / tiles_n) * kTile, n0 = (t % tiles_n) * kTile;
+  const bool bias_tile = n0 == 0;
+  const Operand dz{p.scratch->d_pre_activations[l - 1], out, out};
+  const Operand a{layer_input(p, l), in, in};
+  const TileSums r = bias_tile ? tile_product<false, false, true>(s, dz, a, p.rows, m0, n0)
+                               : tile_product<false, false, false>(s, dz, a, p.rows, m0, n0);
+  const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
+  float* dw = p.net->weight_grads[l - 1];
+  for (int i = 0; i < 2; ++i) {
+    const int o = m0 + 2 * ty + i;
+    if (o >= out) continue;
+    for (int j = 0; j < 2; ++j) {
+      const int col = n0 + 2 * tx + j;
+      if (col < in) {
+        dw[static_cast<std::size_t>(o) * in + col] = r.c[i][j];
+        *sum_squares += square(r.c[i][j]);
+      }
+    }
+    if (bias_tile && tx == 0) {
+      p.net->bias_grads[l - 1][o] = r.row_sum[i];
+      *sum_squares += square(r.row_sum[i]);
+    }
+  }
+}
+
+// dz_{l-1} = (dz_l W_l) * f'(z_{l-1}) for tile t (l >= 2).
+template <ActivationKind Kind>
+__device__ void input_grad_tile(Chunks& s, const Pass& p, int l, int t) {
+  const int in = static_cast<int>(p.net->widths[l - 1]), out = static_cast<int>(p.net->widths[l]);
+  const int tiles_n = (in + kTile - 1) / kTile;
+  const int m0 = (t / tiles_n) * kTile, n0 = (t % tiles_n) * kTile;
+  const Operand dz{p.scratch->d_pre_activations[l - 1], out, p.rows};
+  const Operand w{p.net->weights[l - 1], in, in};
+  const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
+  const float* z = p.scratch->pre_activations[l - 2];
+  float z_saved[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};  // loaded with the first chunk
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 2; ++j)
+      if (m0 + 2 * ty + i < p.rows && n0 + 2 * tx + j < in)
+        z_saved[i][j] = z[static_cast<std::size_t>(m0 + 2 * ty + i) * in + n0 + 2 * tx + j];
+  const TileSums r = tile_product<true, false, false>(s, dz, w, out, m0, n0);
+  float* dz_in = p.scratch->d_pre_activations[l - 2];
+  for (int i = 0; i < 2; ++i) {
+    const int row = m0 + 2 * ty + i;
+    for (int j = 0; j < 2; ++j) {
+      const int col = n0 + 2 * tx + j;
+      if (row < p.rows && col < in)
+        dz_in[static_cast<std::size_t>(row) * in + col] =
+            r.c[i][j] * activation_math::derivative<Kind>(z_saved[i][j], p.net->hidden_activation);
+    }
+  }
+}
+
+// Forward phase l of a pass: its tiles.
+__device__ __forceinline__ int forward_tiles(const Pass& p, int l) {
+  return tiles_of(p.rows, static_cast<int>(p.net->widths[l]));
+}
+
+// Diagnostics: block 0's thread 0 writes %globaltimer (ns) to times[slot++] when times is set
+// (FusedStepScratch::phase_times).
+struct PhaseClock {
+  std::uint64_t* times;
+  int slot = 0;
+
+  __device__ __forceinline__ void mark() {
+    if (times != nullptr && blockIdx.x == 0 && threadIdx.x == 0) {
+      std::uint64_t now;
+      asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+      times[slot] = now;
+    }
+    ++slot;
+  }
+};
+
+// The backward phases of a pass whose d_pre_activations[L - 1] (dL/dy) is complete: for
+// l = L-1 .. 1, dW_l and db_l, and for l > 1 dz_{l-1}; the last phase (l = 1) also takes dW_L and
+// db_L. A grid barrier after each phase but the last (the caller's follows it). Adds the squares
+// of the gradients this thread wrote to *sum_squares.
+template <ActivationKind Kind>
+__device__ void backward_phases(Chunks& s, cooperative_groups::grid_group& grid, const Pass& p,
+                                double* sum_squares, PhaseClock& clock) {
+  const int L = static_cast<int>(p.net->layers);
+  for (int l = L - 1; l >= 1; --l) {
+    const int in = static_cast<int>(p.net->widths[l - 1]), out = static_cast<int>(p.net->widths[l]);
+    const int weight_tiles = tiles_of(out, in);
+    const int input_tiles = l > 1 ? tiles_of(p.rows, in) : 0;
+    const int top_tiles = l == 1 ? tiles_of(static_cast<int>(p.net->widths[L]),
+                                            static_cast<int>(p.net->widths[L - 1]))
+                                 : 0;
+    const int tiles = weight_tiles + input_tiles + top_tiles;
+    for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+      if (t < weight_tiles)
+        weight_grad_tile(s, p, l, t, sum_squares);
+      else if (t < weight_tiles + input_tiles)
+        input_grad_tile<Kind>(s, p, l, t - weight_tiles);
+      else
+        weight_grad_tile(s, p, L, t - weight_tiles - input_tiles, sum_squares);
+    }
+    if (l > 1) {
+      grid.sync();
+      clock.mark();
+    }
+  }
+}
+
+// For a head phase, one warp per row: lane o < out gets sum_k a[k] w[o * in + k] (k < in; the
+// other lanes 0). The outputs in groups of 4 share one pass over the row (lane-strided fmaf sums,
+// a shuffle tree, the total broadcast from lane 0): one round of independent loads per group.
+// All 32 lanes call it.
+__device__ inline float warp_output_dots(const float* a, const float* w, int in, int out) {
+  constexpr unsigned kAll = 0xffffffffu;
+  constexpr int kGroup = 4;
+  const int lane = threadIdx.x % 32;
+  float mine = 0.0f;
+  for (int o0 = 0; o0 < out; o0 += kGroup) {
+    float dot[kGroup] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll 8
+    for (int k = lane; k < in; k += 32) {
+      const float av = a[k];
+#pragma unroll
+      for (int q = 0; q < kGroup; ++q)
+        if (o0 + q < out) dot[q] = fmaf(av, w[static_cast<std::size_t>(o0 + q) * in + k], dot[q]);
+    }
+#pragma unroll
+    for (int q = 0; q < kGroup; ++q) {
+      for (int offset = 16; offset > 0; offset /= 2)
+        dot[q] += __shfl_down_sync(kAll, dot[q], offset);
+      const float total = __shfl_sync(kAll, dot[q], 0);
+      if (lane == o0 + q) mine = total;
+    }
+  }
+  return mine;
+}
+
+// For a head phase, one warp per row: dz[c] = (sum_o dy[o] w[o * in + c]) * f'(z[c]) for c < in
+// (lanes strided; o ascending), dy [out] in shared memory written before a __syncwarp.
+template <ActivationKind Kind>
+__device__ inline void warp_head_backward(float* dz, const float* dy, const float* w,
+                                          const float* z, int in, int out, const Activation& f) {
+#pragma unroll 8
+  for (int c = threadIdx.x % 32; c < in; c += 32) {
+    const float derivative = activation_math::derivative<Kind>(z[c], f);
+    float sum = 0.0f;
+#pragma unroll 4
+    for (int o = 0; o < out; ++o) sum = fmaf(dy[o], w[static_cast<std::size_t>(o) * in + c], sum);
+    dz[c] = sum * derivative;
+  }
+}
+
+using BlockSum = global_norm_detail::FinishSum;  // cub::BlockReduce<double, kThreads>
+
+// The optimizer state of the thread's first float4 group, loaded before the last barrier (only
+// the optimizer phase writes params, m and v).
+struct FirstGroup {
+  bool has = false;
+  std::size_t index = 0;
+  float4 p{}, m{}, v{};
+  uchar4 mask{};
+};
+
+__device__ inline FirstGroup prefetch_first_group(const FusedStepOptimizer& opt) {
+  FirstGroup g;
+  g.index = blockIdx.x * std::size_t{kThreads} + threadIdx.x;
+  g.has = g.index < opt.n / 4;
+  if (g.has) {
+    g.p = reinterpret_cast<const float4*>(opt.params)[g.index];
+    g.m = reinterpret_cast<const float4*>(opt.m)[g.index];
+    g.v = reinterpret_cast<const float4*>(opt.v)[g.index];
+    g.mask = reinterpret_cast<const uchar4*>(opt.decay_mask)[g.index];
+  }
+  return g;
+}
+
+// The optimizer phase, after the barrier that follows the norm partials [gridDim.x]: every block
+// reduces them in the order of global_norm_finish.cuh to the norm and clip scale, then AdamW
+// updates its grid-stride share of the slab (elements first.index's group, + stride, ..., and the
+// tail element 4 (n / 4) + first.index). `factors` holds the step's factors (step_factors at
+// scale 1, written before); its grad_scale becomes the clip scale. The returned norm is valid in
+// thread 0.
+__device__ inline float optimizer_phase(const FusedStepOptimizer& opt, const double* partials,
+                                        FirstGroup& first, BlockSum::TempStorage& temp,
+                                        adamw_detail::StepFactors& factors) {
+  const float4 first_g =
+      first.has ? reinterpret_cast<const float4*>(opt.grads)[first.index] : float4{};
+  __syncthreads();  // temp may have been used before
+  const global_norm_detail::NormAndScale clip =
+      global_norm_detail::finish(partials, gridDim.x, opt.max_norm, temp);
+  if (threadIdx.x == 0) factors.grad_scale = clip.scale;
+  __syncthreads();
+  const adamw_detail::StepFactors f = factors;
+  if (first.has) {
+    adamw_detail::update_group(first.p, first.m, first.v, first_g, first.mask, opt.constants, f);
+    reinterpret_cast<float4*>(opt.params)[first.index] = first.p;
+    reinterpret_cast<float4*>(opt.m)[first.index] = first.m;
+    reinterpret_cast<float4*>(opt.v)[first.index] = first.v;
+  }
+  adamw_detail::update_range(opt.params, opt.m, opt.v, opt.grads, opt.decay_mask, opt.n,
+                             first.index, std::size_t{gridDim.x} * kThreads, opt.constants, f,
+                             /*skip_first_group=*/first.has);
+  return clip.norm;
+}
+
+// Block 0's thread 0, after its optimizer phase: the norm, the advanced step and the clip scale 1.
+__device__ inline void write_optimizer_scalars(const FusedStepOptimizer& opt, std::uint64_t step,
+                                               float norm) {
+  *opt.norm = norm;
+  *opt.step = step + 1;
+  if (opt.grad_scale != nullptr) *opt.grad_scale = 1.0f;
+}
+
+// ----- host side (launchers)
+
+inline std::size_t ceil_div(std::size_t a, std::size_t b) { return (a + b - 1) / b; }
+
+inline std::size_t tiles_on_host(std::size_t rows, std::size_t cols) {
+  return ceil_div(rows, kTile) * ceil_div(cols, kTile);
+}
+
+inline std::size_t head_tiles_on_host(std::size_t rows) {
+  return ceil_div(std::max<std::size_t>(rows, 1), kHeadRows);
+}
+
+// The most tiles a backward phase of backward_phases hands out for `rows` rows.
+inline std::size_t most_backward_tiles(std::span<const std::size_t> w, std::size_t rows) {
+  const std::size_t L = w.size() - 1;
+  std::size_t most = 0;
+  for (std::size_t l = L - 1; l >= 1; --l) {
+    std::size_t tiles = tiles_on_host(w[l], w[l - 1]);
+    if (l > 1) tiles += tiles_on_host(rows, w[l - 1]);
+    if (l == 1) tiles += tiles_on_host(w[L], w[L - 1]);
+    most = std::max(most, tiles);
+  }
+  return most;
+}
+
+// The grid of a cooperative launch of `kernel` (kThreads threads, static shared memory): as many
+// blocks as the largest phase has tiles, at most as many as are co-resident on the current device.
+// Host-side device queries only. Throws naming `op` when the device cannot launch cooperative
+// kernels or no block fits an SM.
+template <typename Kernel>
+unsigned cooperative_grid(Kernel kernel, std::size_t max_tiles, const char* op) {
+  int device = 0, cooperative = 0, sms = 0, per_sm = 0;
+  RESIDENT_CUDA_CHECK(cudaGetDevice(&device));
+  RESIDENT_CUDA_CHECK(cudaDeviceGetAttribute(&cooperative, cudaDevAttrCooperativeLaunch, device));
+  RESIDENT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  if (cooperative == 0)
+    throw Error(op, "unsupported device",
+                "device " + std::to_string(device) + " cannot launch cooperative kernels", __FILE__,
+                __LINE__);
+  RESIDENT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, 0));
+  const std::size_t resident_blocks = static_cast<std::size_t>(per_sm) * static_cast<std::size_t>(sms);
+  if (resident_blocks == 0)
+    throw Error(op, "unsupported device", "no block of the fused step fits an SM", __FILE__, __LINE__);
+  return static_cast<unsigned>(std::min(resident_blocks, std::max<std::size_t>(max_tiles, 1)));
+}
+
+// Launches kernel<<<grid, kThreads>>>(args) with the cooperative attribute (grid barriers).
+template <typename Kernel, typename Args>
+void launch_cooperative(Kernel kernel, unsigned grid, const Args& args, cudaStream_t stream) {
+  cudaLaunchAttribute cooperative{};
+  cooperative.id = cudaLaunchAttributeCooperative;
+  cooperative.val.cooperative = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(grid);
+  config.blockDim = dim3(kThreads);
+  config.dynamicSmemBytes = 0;
+  config.stream = stream;
+  config.attrs = &cooperative;
+  config.numAttrs = 1;
+  RESIDENT_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, args));
+}
+
+}  // namespace resident::kernels::fused_step
