@@ -8,6 +8,7 @@
 #include <string>
 
 #include "kernels/rl/dqn/dqn_loss_head.h"
+#include "kernels/rl/dqn/dqn_train_step_fused.h"
 #include "kernels/rl/dqn/epsilon_greedy.h"
 #include "kernels/rl/dqn/episode_tracker.h"
 #include "kernels/rl/dqn/target_update.h"
@@ -16,6 +17,7 @@
 #include "lib/core/error.h"
 #include "lib/core/nvtx_range.h"
 #include "lib/core/philox.h"
+#include "lib/nn/regression_step.h"
 #include "lib/replay/cpu_replay_buffer.h"
 
 namespace resident::rl {
@@ -93,8 +95,9 @@ struct DqnTrainer::HostStaging {
   PinnedArray<std::uint8_t> batch_dones;
   // Downloaded every train step.
   PinnedArray<float> td_errors, loss;
-  // The uploaded batch on the device.
-  DeviceBuffer<float> d_states, d_next_states, d_rewards, d_weights;
+  // The uploaded batch on the device: states then next states in one [2b, d] block (the
+  // layout of the GPU replay's batches, so both pipelines run the same train step).
+  DeviceBuffer<float> d_states, d_rewards, d_weights;
   DeviceBuffer<std::int32_t> d_actions;
   DeviceBuffer<std::uint8_t> d_dones;
 
@@ -115,8 +118,7 @@ struct DqnTrainer::HostStaging {
         batch_dones(b),
         td_errors(b),
         loss(1),
-        d_states(b * d),
-        d_next_states(b * d),
+        d_states(2 * b * d),
         d_rewards(b),
         d_weights(b),
         d_actions(b),
@@ -145,6 +147,7 @@ DqnTrainer::DqnTrainer(const DqnConfig& config)
   online_->bind(init_seed, s);
   target_->bind(init_seed, s);
   explore_seed_ = mix_seed(config_.seed, kExploreStreamId);
+  if (config_.fused_train_step) set_up_fused_step();
 
   const ReplayConfig rc = replay_config(config_, d_);
   if (config_.pipeline == DqnPipeline::Resident)
@@ -208,6 +211,55 @@ void DqnTrainer::collect_step() {
                              env_->truncated(), n_, s);
 }
 
+void DqnTrainer::set_up_fused_step() {
+  std::vector<std::size_t> widths{d_};
+  widths.insert(widths.end(), config_.hidden.begin(), config_.hidden.end());
+  widths.push_back(a_);
+  const nn::MlpConfig& mc = online_->mlp().config();
+  if (config_.dueling || !mc.bias || mc.backend != nn::GemmBackend::Cublas ||
+      b_ > nn::kFusedStepMaxBatch || !kernels::fused_step_supports(widths))
+    return;
+  int device = 0, cooperative = 0;
+  RESIDENT_CUDA_CHECK(cudaGetDevice(&device));
+  RESIDENT_CUDA_CHECK(cudaDeviceGetAttribute(&cooperative, cudaDevAttrCooperativeLaunch, device));
+  if (cooperative == 0) return;
+  const std::size_t layers = widths.size() - 1;
+  const auto scratch = [&](std::size_t floats) { return fused_buffers_.emplace_back(floats).data(); };
+  fused_online_.layers = fused_target_.network.layers = layers;
+  fused_online_.hidden_activation = fused_target_.network.hidden_activation = mc.hidden_activation;
+  for (std::size_t l = 0; l <= layers; ++l) fused_online_.widths[l] = fused_target_.network.widths[l] = widths[l];
+  for (std::size_t l = 0; l < layers; ++l) {
+    const std::string weight = online_->mlp().weight_name(l), bias = online_->mlp().bias_name(l);
+    fused_online_.weights[l] = online_slab_.param(weight);
+    fused_online_.biases[l] = online_slab_.param(bias);
+    fused_online_.weight_grads[l] = online_slab_.grad(weight);
+    fused_online_.bias_grads[l] = online_slab_.grad(bias);
+    fused_target_.network.weights[l] = target_slab_.param(weight);
+    fused_target_.network.biases[l] = target_slab_.param(bias);
+    fused_online_scratch_.d_pre_activations[l] = scratch(b_ * widths[l + 1]);
+    if (l + 1 < layers) {  // hidden: z and a of [states; next_states] and of the next states
+      fused_online_scratch_.pre_activations[l] = scratch(2 * b_ * widths[l + 1]);
+      fused_online_scratch_.activations[l] = scratch(2 * b_ * widths[l + 1]);
+      fused_target_.scratch.pre_activations[l] = scratch(b_ * widths[l + 1]);
+      fused_target_.scratch.activations[l] = scratch(b_ * widths[l + 1]);
+    }
+  }
+  fused_online_scratch_.loss_partials = scratch(kernels::fused_step_loss_partials(b_));
+  const unsigned grid = kd::dqn_fused_step_grid(widths, b_, mc.hidden_activation);
+  fused_norm_partials_ = DeviceBuffer<double>(grid);
+  fused_online_scratch_.norm_partials = fused_norm_partials_.data();
+  fused_target_.params = target_slab_.params();
+  fused_target_.tau = static_cast<float>(config_.tau);
+  fused_target_.period = config_.target_update_period;
+  const nn::ParamSlab::OptimizerViews views = online_slab_.optimizer_views();
+  fused_optimizer_ = {.params = views.params, .m = views.m, .v = views.v, .grads = views.grads,
+                      .decay_mask = views.decay_mask, .n = views.n, .step = views.step,
+                      .norm = views.grad_norm, .grad_scale = views.clip_scale,
+                      .max_norm = static_cast<float>(config_.max_grad_norm),
+                      .constants = nn::adamw_constants(config_.adamw, "DqnTrainer")};
+  fused_grid_ = grid;
+}
+
 void DqnTrainer::train_on_batch(const SampleView& batch) {
   const cudaStream_t s = context_.stream();
   const float delta = static_cast<float>(config_.huber_delta);
@@ -221,6 +273,14 @@ void DqnTrainer::train_on_batch(const SampleView& batch) {
     if (batch.next_states != batch.states + b_ * d_)
       throw Error("DqnTrainer::train_on_batch", "internal error",
                   "a batch said to be one [2b, d] block is not", __FILE__, __LINE__);
+    if (fused_train_step()) {
+      kd::launch_dqn_train_step_fused(
+          {td_errors_.data(), loss_.data()}, fused_online_, fused_online_scratch_, fused_target_,
+          fused_optimizer_,
+          {batch.states, batch.actions, batch.rewards, batch.dones, batch.is_weights}, b_,
+          {static_cast<float>(config_.gamma), config_.reward_scale, delta}, fused_grid_, s);
+      return;
+    }
     q = online_->forward(context_, batch.states, 2 * b_);
     q_next_online = q + b_ * a_;
   } else {
@@ -300,13 +360,14 @@ void DqnTrainer::host_staged_step(bool train) {
     std::memcpy(h.batch_actions.data(), h.sampled.actions.data(), h.batch_actions.bytes());
     std::memcpy(h.batch_dones.data(), h.sampled.dones.data(), h.batch_dones.bytes());
     h2d(h.d_states.data(), h.batch_states.data(), b_ * d_, s);
-    h2d(h.d_next_states.data(), h.batch_next_states.data(), b_ * d_, s);
+    h2d(h.d_states.data() + b_ * d_, h.batch_next_states.data(), b_ * d_, s);
     h2d(h.d_rewards.data(), h.batch_rewards.data(), b_, s);
     h2d(h.d_weights.data(), h.batch_weights.data(), b_, s);
     h2d(h.d_actions.data(), h.batch_actions.data(), b_, s);
     h2d(h.d_dones.data(), h.batch_dones.data(), b_, s);
     train_on_batch({h.d_states.data(), h.d_actions.data(), h.d_rewards.data(),
-                    h.d_next_states.data(), h.d_dones.data(), h.d_weights.data()});
+                    h.d_states.data() + b_ * d_, h.d_dones.data(), h.d_weights.data(),
+                    /*states_then_next_states=*/true});
     kd::launch_train_metrics(metrics_state(), loss_.data(), td_errors_.data(), b_, s);
     d2h(h.td_errors.data(), td_errors_.data(), b_, s);
     d2h(h.loss.data(), loss_.data(), 1, s);

@@ -32,6 +32,8 @@
 #include <memory>
 #include <vector>
 
+#include "kernels/nn/mlp_train_step_fused.h"
+#include "kernels/rl/dqn/dqn_train_step_fused.h"
 #include "kernels/rl/dqn/epoch_summary.h"
 #include "lib/core/device_buffer.h"
 #include "lib/core/scalar_readback.h"
@@ -102,6 +104,8 @@ class DqnTrainer {
   std::uint64_t vector_steps() const noexcept { return vector_steps_; }
   std::uint64_t gradient_steps() const noexcept { return gradient_steps_; }
   std::size_t warmup_vector_steps() const noexcept { return warmup_vector_steps_; }
+  // True when a gradient step is the one fused kernel (DqnConfig::fused_train_step).
+  bool fused_train_step() const noexcept { return fused_grid_ != 0; }
 
  private:
   struct HostStaging;
@@ -146,6 +150,15 @@ class DqnTrainer {
   DeviceBuffer<double> epoch_return_sum_, epoch_loss_sum_;
   // Train step scratch.
   DeviceBuffer<float> td_errors_, loss_, d_q_;
+  // The fused gradient step (config fused_train_step; grid 0: not used): its views and scratch.
+  void set_up_fused_step();
+  unsigned fused_grid_ = 0;
+  std::vector<DeviceBuffer<float>> fused_buffers_;
+  DeviceBuffer<double> fused_norm_partials_;
+  kernels::FusedStepMlp fused_online_;
+  kernels::FusedStepScratch fused_online_scratch_;
+  kernels::dqn::DqnFusedTarget fused_target_;
+  kernels::FusedStepOptimizer fused_optimizer_;
   // Epoch readback.
   DeviceBuffer<kernels::dqn::EpochSummary> summary_;
   DeviceBuffer<kernels::dqn::EpochStatus> status_;

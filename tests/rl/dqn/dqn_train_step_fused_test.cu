@@ -1,0 +1,302 @@
+// The fused DQN gradient step (kernels/rl/dqn/dqn_train_step_fused.h) against the
+// double-precision references, on fresh random networks (online and target differ), batches
+// (actions, rewards, dones, IS weights or none), outputs poisoned (NaN) first. Shapes: the DQN
+// bench's 256 x (64-256-256-3) with Polyak updates, CartPole's 128 x (4-64-64-2) with a hard copy
+// every second step, and 37 x (5-33-7) (two layers, tanh, no IS weights, clipped). Checked at each
+// step: TD errors and the loss against the reference forward of both networks and the double-DQN
+// target / TD error / weighted Huber references; every online gradient against the reference
+// backward of d loss / dQ; the norm, params, m and v against the reference's clip + AdamW on
+// the GPU's gradients; the target params against the reference target update from the GPU's
+// new online params; the step counter. The trainer-level checks (graph replay = eager, audit
+// contract, learning) are dqn_trainer_test's and dqn_learning_test's, which run this kernel by
+// default. Argument checks run without a GPU.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/nn/mlp_train_step_fused.h"
+#include "kernels/rl/dqn/dqn_train_step_fused.h"
+#include "lib/core/device_buffer.h"
+#include "lib/core/error.h"
+#include "lib/core/scalar_readback.h"
+#include "lib/nn/mlp.h"
+#include "tests/nn/mlp_reference_support.h"
+#include "tests/nn/nn_test_support.h"
+#include "tests/reference/nn_reference.h"
+#include "tests/rl/dqn/dqn_reference.h"
+#include "tests/support/gpu.h"
+
+namespace {
+
+using namespace resident;
+namespace kd = resident::kernels::dqn;
+using test::mlp_reference::MlpRig;
+using test::nn_support::expect_close;
+using test::nn_support::random_floats;
+using test::nn_support::to_double;
+
+struct DqnCase {
+  std::vector<std::size_t> widths;  // {obs, hidden..., actions}
+  std::size_t batch;
+  kernels::ActivationKind activation;
+  bool is_weights;
+  float tau;
+  std::uint64_t period;
+  float max_grad_norm;
+  const char* name;
+};
+
+class DqnFusedStep : public ::testing::TestWithParam<DqnCase> {};
+
+std::vector<double> flat_part(const MlpRig& rig, nn::SlabPart part) {
+  return test::mlp_reference::flat(rig.mlp, rig.slab.download(part, rig.context.stream()),
+                                   rig.slab);
+}
+
+// The kernel's view of a network on its slab.
+kernels::FusedStepMlp network_view(MlpRig& rig) {
+  kernels::FusedStepMlp view;
+  const std::vector<std::size_t>& w = rig.mlp.config().widths;
+  view.layers = rig.mlp.layers();
+  view.hidden_activation = rig.mlp.config().hidden_activation;
+  for (std::size_t l = 0; l < w.size(); ++l) view.widths[l] = w[l];
+  for (std::size_t l = 0; l < rig.mlp.layers(); ++l) {
+    view.weights[l] = rig.slab.param(rig.mlp.weight_name(l));
+    view.biases[l] = rig.slab.param(rig.mlp.bias_name(l));
+    view.weight_grads[l] = rig.slab.grad(rig.mlp.weight_name(l));
+    view.bias_grads[l] = rig.slab.grad(rig.mlp.bias_name(l));
+  }
+  return view;
+}
+
+TEST_P(DqnFusedStep, StepsMatchTheReferences) {
+  RESIDENT_REQUIRE_GPU();
+  const DqnCase& c = GetParam();
+  const std::size_t b = c.batch, obs = c.widths.front(), actions = c.widths.back();
+  const std::size_t layers = c.widths.size() - 1;
+  const nn::MlpConfig mlp_config{.widths = c.widths, .hidden_activation = {c.activation}};
+  MlpRig online(mlp_config, 2 * b, 101 + b), target(mlp_config, b, 202 + b);
+  const cudaStream_t stream = online.context.stream();
+  std::mt19937_64 rng(b * 977 + obs);
+  for (MlpRig* rig : {&online, &target})  // non-zero biases
+    for (std::size_t l = 0; l < layers; ++l)
+      rig->slab.upload(nn::SlabPart::Params, rig->mlp.bias_name(l),
+                       random_floats(c.widths[l + 1], -0.2f, 0.2f, rng), rig->context.stream());
+  target.context.synchronize();
+
+  // Scratch and views.
+  std::vector<DeviceBuffer<float>> buffers;
+  const auto scratch = [&](std::size_t n) { return buffers.emplace_back(n).data(); };
+  kernels::FusedStepMlp online_view = network_view(online);
+  kernels::dqn::DqnFusedTarget target_view;
+  target_view.network = network_view(target);
+  kernels::FusedStepScratch online_scratch;
+  for (std::size_t l = 0; l < layers; ++l) {
+    online_scratch.d_pre_activations[l] = scratch(b * c.widths[l + 1]);
+    if (l + 1 < layers) {
+      online_scratch.pre_activations[l] = scratch(2 * b * c.widths[l + 1]);
+      online_scratch.activations[l] = scratch(2 * b * c.widths[l + 1]);
+      target_view.scratch.pre_activations[l] = scratch(b * c.widths[l + 1]);
+      target_view.scratch.activations[l] = scratch(b * c.widths[l + 1]);
+    }
+  }
+  online_scratch.loss_partials = scratch(kernels::fused_step_loss_partials(b));
+  const unsigned grid = kd::dqn_fused_step_grid(c.widths, b, mlp_config.hidden_activation);
+  DeviceBuffer<double> norm_partials(grid);
+  online_scratch.norm_partials = norm_partials.data();
+  target_view.params = target.slab.params();
+  target_view.tau = c.tau;
+  target_view.period = c.period;
+  nn::AdamWConfig adamw;
+  adamw.lr = 1e-3;
+  adamw.weight_decay = 0.01;
+  const nn::ParamSlab::OptimizerViews views = online.slab.optimizer_views();
+  const kernels::FusedStepOptimizer optimizer{
+      .params = views.params, .m = views.m, .v = views.v, .grads = views.grads,
+      .decay_mask = views.decay_mask, .n = views.n, .step = views.step, .norm = views.grad_norm,
+      .grad_scale = views.clip_scale, .max_norm = c.max_grad_norm,
+      .constants = nn::adamw_constants(adamw, "test")};
+  const kd::DqnFusedConstants constants{0.97f, 0.5f, 1.0f};
+  DeviceBuffer<float> d_td(b), d_loss(1);
+
+  const auto layers_ref = test::mlp_reference::reference_layers(online.mlp);
+  std::vector<std::uint8_t> decay;  // the reference's flat mask: weights 1, biases 0
+  for (std::size_t l = 0; l < layers; ++l) {
+    decay.insert(decay.end(), c.widths[l] * c.widths[l + 1], 1);
+    decay.insert(decay.end(), c.widths[l + 1], 0);
+  }
+  const reference::AdamWConfig adamw_ref{adamw.lr, adamw.beta1, adamw.beta2, adamw.eps,
+                                         adamw.weight_decay};
+  const test::nn_support::Tolerance gemm_tolerance{1e-4, 1e-3};
+  const test::nn_support::Tolerance optimizer_tolerance{1e-6, 1e-5};
+
+  for (std::uint64_t step = 1; step <= 2; ++step) {
+    const std::string at = std::string(c.name) + ", step " + std::to_string(step);
+    // A fresh batch: states then next states in one block; one done in four.
+    const std::vector<float> states = random_floats(2 * b * obs, -1.0f, 1.0f, rng);
+    std::vector<std::int32_t> acts(b);
+    std::vector<std::uint8_t> dones(b);
+    std::uniform_int_distribution<std::int32_t> action_draw(0, static_cast<std::int32_t>(actions) - 1);
+    for (std::size_t i = 0; i < b; ++i) {
+      acts[i] = action_draw(rng);
+      dones[i] = (rng() % 4) == 0;
+    }
+    const std::vector<float> rewards = random_floats(b, -1.0f, 1.0f, rng);
+    const std::vector<float> weights = random_floats(b, 0.2f, 1.0f, rng);
+    DeviceBuffer<float> d_states(states.size()), d_rewards(b), d_weights(b);
+    DeviceBuffer<std::int32_t> d_actions(b);
+    DeviceBuffer<std::uint8_t> d_dones(b);
+    d_states.upload(states);
+    d_rewards.upload(rewards);
+    d_weights.upload(weights);
+    d_actions.upload(acts);
+    d_dones.upload(dones);
+
+    const std::vector<double> online_before = flat_part(online, nn::SlabPart::Params);
+    const std::vector<double> m_before = flat_part(online, nn::SlabPart::AdamM);
+    const std::vector<double> v_before = flat_part(online, nn::SlabPart::AdamV);
+    const std::vector<double> target_before = flat_part(target, nn::SlabPart::Params);
+    for (std::size_t l = 0; l < layers; ++l)  // poison the outputs
+      for (const std::string& name : {online.mlp.weight_name(l), online.mlp.bias_name(l)})
+        online.slab.upload(nn::SlabPart::Grads, name, test::nn_support::nans(online.slab.size(name)),
+                           stream);
+    d_td.upload(test::nn_support::nans(b));
+    d_loss.upload(test::nn_support::nans(1));
+
+    kd::launch_dqn_train_step_fused(
+        {d_td.data(), d_loss.data()}, online_view, online_scratch, target_view, optimizer,
+        {d_states.data(), d_actions.data(), d_rewards.data(), d_dones.data(),
+         c.is_weights ? d_weights.data() : nullptr},
+        b, constants, grid, stream);
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+
+    // The references from the parameters the step started from.
+    const std::vector<double> s_d = to_double(states);
+    const std::vector<double> s_states(s_d.begin(), s_d.begin() + b * obs);
+    const std::vector<double> s_next(s_d.begin() + b * obs, s_d.end());
+    const std::vector<double> q = reference::mlp_forward(layers_ref, b, online_before, s_states);
+    const std::vector<double> q_next = reference::mlp_forward(layers_ref, b, online_before, s_next);
+    const std::vector<double> q_target =
+        reference::mlp_forward(layers_ref, b, target_before, s_next);
+    const std::vector<double> targets = reference::dqn::double_dqn_target(
+        q_next, q_target, to_double(rewards), dones, actions, constants.discount,
+        constants.reward_scale);
+    const reference::dqn::TdError td = reference::dqn::td_error(q, acts, targets, actions);
+    const std::vector<double> w = c.is_weights ? to_double(weights) : std::vector<double>{};
+    const double loss = reference::huber_loss(b, 1, td.q_taken, targets, w, constants.delta);
+    std::vector<double> d_taken(b);
+    reference::huber_loss_backward(b, 1, td.q_taken, targets, w, constants.delta, 1.0, d_taken,
+                                   reference::GradMode::Overwrite);
+    const std::vector<double> d_q = reference::dqn::action_value_grad(d_taken, acts, actions);
+    std::vector<double> unused_dx(s_states.size()), ref_grads(online_before.size());
+    reference::mlp_backward(layers_ref, b, online_before, s_states, d_q, {unused_dx, ref_grads},
+                            reference::GradMode::Overwrite);
+
+    expect_close(d_td.download(), td.td, gemm_tolerance, "td errors, " + at);
+    expect_close(d_loss.download(), {loss}, {1e-6, 1e-4}, "loss, " + at);
+    const std::vector<double> grads = flat_part(online, nn::SlabPart::Grads);
+    expect_close(std::vector<float>(grads.begin(), grads.end()), ref_grads, gemm_tolerance,
+                 "gradients, " + at);
+
+    // The optimizer and the target update on the GPU's gradients and new params.
+    std::vector<double> g = grads, params = online_before, m = m_before, v = v_before;
+    const double norm = reference::global_norm(g);
+    reference::clip_global_norm(g, c.max_grad_norm);
+    reference::adamw_step(adamw_ref, step, params, g, m, v, decay);
+    ScalarReadback<float> norm_readback;
+    norm_readback.enqueue(online.slab.grad_norm(), stream);
+    expect_close({norm_readback.wait()}, {norm}, {0.0, 1e-6}, "norm, " + at);
+    const std::vector<double> online_after = flat_part(online, nn::SlabPart::Params);
+    expect_close(std::vector<float>(online_after.begin(), online_after.end()), params,
+                 optimizer_tolerance, "params, " + at);
+    const std::vector<double> m_after = flat_part(online, nn::SlabPart::AdamM);
+    expect_close(std::vector<float>(m_after.begin(), m_after.end()), m, optimizer_tolerance,
+                 "m, " + at);
+    EXPECT_EQ(online.slab.read_step(stream), step) << at;
+    const std::vector<double> want_target =
+        reference::dqn::target_update(target_before, online_after, c.tau, c.period, step);
+    const std::vector<double> target_after = flat_part(target, nn::SlabPart::Params);
+    expect_close(std::vector<float>(target_after.begin(), target_after.end()), want_target,
+                 {1e-7, 1e-6}, "target params, " + at);
+    if (step % c.period != 0)
+      EXPECT_EQ(target_after, target_before) << at << ": not an update step";
+    if (c.max_grad_norm < 1.0f) EXPECT_GT(norm, c.max_grad_norm) << at << ": the case must clip";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, DqnFusedStep,
+    ::testing::Values(
+        DqnCase{{64, 256, 256, 3}, 256, kernels::ActivationKind::Relu, true, 0.005f, 1, 10.0f,
+                "bench_shape_polyak"},
+        DqnCase{{4, 64, 64, 2}, 128, kernels::ActivationKind::Relu, true, 1.0f, 2, 10.0f,
+                "cartpole_hard_copy_every_2"},
+        DqnCase{{5, 33, 7}, 37, kernels::ActivationKind::Tanh, false, 0.5f, 1, 0.01f,
+                "two_layers_unweighted_clipped"}),
+    [](const ::testing::TestParamInfo<DqnCase>& info) { return std::string(info.param.name); });
+
+// Invalid DQN arguments are refused on the host, naming the value and the limit (no GPU needed).
+TEST(DqnFusedStepArguments, InvalidArgumentsNameTheValueAndTheLimit) {
+  float dummy[4] = {};
+  double partial = 0.0;
+  std::uint64_t counter = 0;
+  std::uint8_t mask[4] = {};
+  std::int32_t action = 0;
+  kernels::FusedStepMlp net;
+  net.layers = 2;
+  net.widths[0] = 4;
+  net.widths[1] = 8;
+  net.widths[2] = 2;
+  kernels::FusedStepScratch scratch;
+  for (std::size_t l = 0; l < 2; ++l) {
+    net.weights[l] = net.biases[l] = dummy;
+    net.weight_grads[l] = net.bias_grads[l] = dummy;
+    scratch.d_pre_activations[l] = dummy;
+  }
+  scratch.pre_activations[0] = scratch.activations[0] = dummy;
+  scratch.loss_partials = dummy;
+  scratch.norm_partials = &partial;
+  alignas(16) float state[5][4] = {};
+  kernels::FusedStepOptimizer optimizer;
+  optimizer.params = state[0];
+  optimizer.m = state[1];
+  optimizer.v = state[2];
+  optimizer.grads = state[3];
+  optimizer.decay_mask = mask;
+  optimizer.n = 4;
+  optimizer.step = &counter;
+  optimizer.norm = dummy;
+  kd::DqnFusedTarget target;
+  target.network = net;
+  target.scratch = scratch;
+  target.params = state[4];
+  const kd::DqnFusedBatch batch{dummy, &action, dummy, mask, nullptr};
+  const auto expect_refused = [&](const kd::DqnFusedTarget& t, const kd::DqnFusedConstants& k,
+                                  const std::string& needle) {
+    try {
+      kd::launch_dqn_train_step_fused({dummy, dummy}, net, scratch, t, optimizer, batch, 8, k, 1,
+                                      nullptr);
+      ADD_FAILURE() << "accepted; expected an error naming '" << needle << "'";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  const kd::DqnFusedConstants ok{0.99f, 1.0f, 1.0f};
+  kd::DqnFusedTarget bad = target;
+  bad.tau = 0.0f;
+  expect_refused(bad, ok, "tau = 0.000000, allowed (0, 1]");
+  bad = target;
+  bad.period = 0;
+  expect_refused(bad, ok, "period = 0, allowed >= 1");
+  bad = target;
+  bad.network.widths[1] = 9;
+  expect_refused(bad, ok, "width 1 of the target network is 9, the online one's 8");
+  expect_refused(target, {0.99f, 1.0f, -1.0f}, "delta = -1.000000, allowed finite and > 0");
+  expect_refused(target, {0.99f, 1.0f, INFINITY}, "delta = inf");
+}
+
+}  // namespace
