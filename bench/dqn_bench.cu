@@ -4,6 +4,8 @@
 // syncs), same config, same env and gradient steps, in one run:
 //   dqn_epoch/resident      contract: 0 bulk D2H, 0 H2D, <= 2 scalar D2H, <= 2 syncs per epoch
 //   dqn_epoch/host_staged   no contract limits (its transfers are the point)
+//   dqn_epoch/resident_unfused  the resident pipeline with the gradient step on the GEMM path
+//                           (DqnConfig::fused_train_step off; both rows above use the fused step)
 // Default config: trading env on a synthetic market, window 9 x 7 features + position = 64-dim
 // observations, 32 envs, MLP 64-256-256-3, replay capacity 1e6, batch 256.
 // Targets (H200): resident >= 5x host-staged; >= 20k gradient steps/s resident.
@@ -21,7 +23,7 @@ using namespace resident::rl;
 
 constexpr std::size_t kStepsPerEpoch = 200;
 
-DqnConfig bench_config(DqnPipeline pipeline) {
+DqnConfig bench_config(DqnPipeline pipeline, bool fused_train_step) {
   DqnConfig c;
   c.env = DqnEnvKind::Trading;
   c.trading.market.steps = 100000;
@@ -39,13 +41,15 @@ DqnConfig bench_config(DqnPipeline pipeline) {
   c.target_update_period = 1;
   c.steps_per_epoch = kStepsPerEpoch;
   c.pipeline = pipeline;
+  c.fused_train_step = fused_train_step;
   c.seed = 1;
   return c;
 }
 
-void BM_dqn_epoch(benchmark::State& state, DqnPipeline pipeline) {
-  const DqnConfig config = bench_config(pipeline);
+void BM_dqn_epoch(benchmark::State& state, DqnPipeline pipeline, bool fused_train_step) {
+  const DqnConfig config = bench_config(pipeline, fused_train_step);
   DqnTrainer trainer(config);
+  state.SetLabel(trainer.fused_train_step() ? "fused gradient step (one kernel)" : "GEMM path");
   audit::TransferContract contract;  // host-staged: no limits
   if (pipeline == DqnPipeline::Resident) {
     contract.max_d2h_scalar = DqnEpochContract::max_d2h_scalar;
@@ -76,10 +80,13 @@ int main(int argc, char** argv) {
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 2;
   bench::add_context();
   bench::configure(benchmark::RegisterBenchmark("dqn_epoch/resident", BM_dqn_epoch,
-                                                DqnPipeline::Resident))
+                                                DqnPipeline::Resident, true))
+      ->Iterations(10);
+  bench::configure(benchmark::RegisterBenchmark("dqn_epoch/resident_unfused", BM_dqn_epoch,
+                                                DqnPipeline::Resident, false))
       ->Iterations(10);
   bench::configure(benchmark::RegisterBenchmark("dqn_epoch/host_staged", BM_dqn_epoch,
-                                                DqnPipeline::HostStaged))
+                                                DqnPipeline::HostStaged, true))
       ->Iterations(5);
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
