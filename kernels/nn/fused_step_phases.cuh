@@ -372,6 +372,21 @@ __device__ inline void warp_head_backward(float* dz, const float* dy, const floa
   }
 }
 
+// The end of a head tile: each warp's lane 0 gives its row's loss term; thread 0 sums the
+// kHeadRows terms in row order into loss_partials[t]. head_loss [kHeadRows] shared; the block's
+// other per-tile shared buffers may be reused once this returns.
+__device__ inline void finish_head_tile(float row_loss, float* head_loss, float* loss_partials,
+                                        int t) {
+  if (threadIdx.x % 32 == 0) head_loss[threadIdx.x / 32] = row_loss;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float sum = 0.0f;
+    for (int r = 0; r < kHeadRows; ++r) sum += head_loss[r];
+    loss_partials[t] = sum;
+  }
+  __syncthreads();
+}
+
 using BlockSum = global_norm_detail::FinishSum;  // cub::BlockReduce<double, kThreads>
 
 // The optimizer state of the thread's first float4 group, loaded before the last barrier (only
@@ -425,12 +440,44 @@ __device__ inline float optimizer_phase(const FusedStepOptimizer& opt, const dou
   return clip.norm;
 }
 
-// Block 0's thread 0, after its optimizer phase: the norm, the advanced step and the clip scale 1.
-__device__ inline void write_optimizer_scalars(const FusedStepOptimizer& opt, std::uint64_t step,
-                                               float norm) {
-  *opt.norm = norm;
-  *opt.step = step + 1;
-  if (opt.grad_scale != nullptr) *opt.grad_scale = 1.0f;
+// The end of a step, once the pass's dL/dy is complete (after the head's barrier): the
+// backward phases, the block's norm partial (norm_partials[blockIdx.x]), the optimizer state's
+// prefetch, the last barrier and the optimizer phase. `first` returns the thread's first group
+// (its share starts there). Returns the norm (valid in thread 0).
+template <ActivationKind Kind>
+__device__ float backward_and_optimizer(Chunks& s, cooperative_groups::grid_group& grid,
+                                        const Pass& pass, const FusedStepOptimizer& opt,
+                                        double* norm_partials, BlockSum::TempStorage& temp,
+                                        adamw_detail::StepFactors& factors, PhaseClock& clock,
+                                        FirstGroup& first) {
+  double sum_squares = 0.0;
+  backward_phases<Kind>(s, grid, pass, &sum_squares, clock);
+  const double block_sum = BlockSum(temp).Sum(sum_squares);
+  if (threadIdx.x == 0) norm_partials[blockIdx.x] = block_sum;
+  first = prefetch_first_group(opt);
+  grid.sync();
+  clock.mark();
+  return optimizer_phase(opt, norm_partials, first, temp, factors);
+}
+
+// The end of the kernel, after the optimizer phase: block 0's thread 0 writes the loss (the
+// head's loss_partials [head_tiles] summed in order, divided by `divisor` in double), the norm,
+// the advanced step and the clip scale 1; with the phase clock on, block 0's last reading.
+__device__ inline void finish_step(const FusedStepScratch& scratch, float* loss, double divisor,
+                                   int head_tiles, const FusedStepOptimizer& opt,
+                                   std::uint64_t step, float norm, PhaseClock& clock) {
+  if (blockIdx.x == 0 && threadIdx.x == 0) {
+    float total = 0.0f;
+    for (int t = 0; t < head_tiles; ++t) total += scratch.loss_partials[t];
+    *loss = static_cast<float>(static_cast<double>(total) / divisor);
+    *opt.norm = norm;
+    *opt.step = step + 1;
+    if (opt.grad_scale != nullptr) *opt.grad_scale = 1.0f;
+  }
+  if (scratch.phase_times != nullptr) {
+    __syncthreads();
+    clock.mark();
+  }
 }
 
 // ----- host side (launchers)
@@ -456,6 +503,19 @@ inline std::size_t most_backward_tiles(std::span<const std::size_t> w, std::size
     most = std::max(most, tiles);
   }
   return most;
+}
+
+// Throws resident::Error naming `op` unless fused_step_supports(widths) and batch >= 1 (what a
+// step's grid function takes).
+inline void require_supported(const char* op, std::span<const std::size_t> widths,
+                              std::size_t batch) {
+  if (!fused_step_supports(widths))
+    throw Error(op, "invalid argument",
+                "widths (" + std::to_string(widths.size()) +
+                    " of them) are not 2 to 4 layers of widths >= 1 with at most " +
+                    std::to_string(kFusedStepMaxOut) + " outputs",
+                __FILE__, __LINE__);
+  if (batch == 0) throw Error(op, "invalid argument", "batch = 0, must be >= 1", __FILE__, __LINE__);
 }
 
 // The grid of a cooperative launch of `kernel` (kThreads threads, static shared memory): as many

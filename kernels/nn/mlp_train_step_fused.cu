@@ -86,14 +86,7 @@ __device__ void head_tile(const Args& p, int t, float (*head_dy)[kMaxOut], float
                              p.scratch.pre_activations[L - 2] + base, in, out,
                              p.mlp.hidden_activation);
   }
-  if (lane == 0) head_loss[warp] = row_loss;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    float sum = 0.0f;
-    for (int r = 0; r < kHeadRows; ++r) sum += head_loss[r];
-    p.scratch.loss_partials[t] = sum;
-  }
-  __syncthreads();  // head_dy and head_loss are reused by the next tile
+  finish_head_tile(row_loss, head_loss, p.scratch.loss_partials, t);  // then head_dy is free
 }
 
 template <ActivationKind Kind>
@@ -122,25 +115,10 @@ __global__ void __launch_bounds__(kThreads) mlp_train_step_fused(const __grid_co
   grid.sync();
   clock.mark();
 
-  double sum_squares = 0.0;
-  backward_phases<Kind>(chunks, grid, pass, &sum_squares, clock);
-  const double block_sum = BlockSum(reduce_temp).Sum(sum_squares);
-  if (threadIdx.x == 0) p.scratch.norm_partials[blockIdx.x] = block_sum;
-  FirstGroup first = prefetch_first_group(p.opt);
-  grid.sync();
-  clock.mark();
-
-  const float norm = optimizer_phase(p.opt, p.scratch.norm_partials, first, reduce_temp, factors);
-  if (blockIdx.x == 0 && threadIdx.x == 0) {
-    float total = 0.0f;
-    for (int t = 0; t < head_tiles; ++t) total += p.scratch.loss_partials[t];
-    *p.loss = static_cast<float>(static_cast<double>(total) / p.divisor);
-    write_optimizer_scalars(p.opt, step, norm);
-  }
-  if (p.scratch.phase_times != nullptr) {
-    __syncthreads();
-    clock.mark();  // block 0's end of the optimizer phase
-  }
+  FirstGroup first;
+  const float norm = backward_and_optimizer<Kind>(chunks, grid, pass, p.opt, p.scratch.norm_partials,
+                                                  reduce_temp, factors, clock, first);
+  finish_step(p.scratch, p.loss, p.divisor, head_tiles, p.opt, step, norm, clock);
 }
 
 // The most tiles any phase hands out.
@@ -211,13 +189,7 @@ void check_fused_step_views(const char* op, const FusedStepMlp& mlp,
 unsigned fused_step_grid(std::span<const std::size_t> widths, std::size_t batch,
                          const Activation& hidden_activation) {
   const char* op = "fused_step_grid";
-  if (!fused_step_supports(widths))
-    throw Error(op, "invalid argument",
-                "widths (" + std::to_string(widths.size()) +
-                    " of them) are not 2 to 4 layers of widths >= 1 with at most " +
-                    std::to_string(kFusedStepMaxOut) + " outputs",
-                __FILE__, __LINE__);
-  if (batch == 0) throw Error(op, "invalid argument", "batch = 0, must be >= 1", __FILE__, __LINE__);
+  require_supported(op, widths, batch);
   unsigned grid = 0;
   with_kernel(hidden_activation, op, [&](auto kernel) {
     grid = cooperative_grid(kernel, max_phase_tiles(widths, batch), op);
@@ -237,17 +209,9 @@ void launch_mlp_train_step_fused(float* loss, const FusedStepMlp& mlp,
     throw Error(op, "invalid argument",
                 std::string(loss == nullptr ? "loss" : x == nullptr ? "x" : "target") + " is null",
                 __FILE__, __LINE__);
-  Args args{};
-  args.loss = loss;
-  args.mlp = mlp;
-  args.scratch = scratch;
-  args.opt = optimizer;
-  args.x = x;
-  args.target = target;
-  args.batch = static_cast<int>(batch);
   const double divisor = static_cast<double>(batch) * static_cast<double>(mlp.widths[mlp.layers]);
-  args.d_scale = static_cast<float>(2.0 / divisor);
-  args.divisor = divisor;
+  const Args args{loss,   mlp,    scratch, optimizer, x, target, static_cast<int>(batch),
+                  static_cast<float>(2.0 / divisor), divisor};
   with_kernel(mlp.hidden_activation, op,
               [&](auto kernel) { launch_cooperative(kernel, grid, args, stream); });
 }

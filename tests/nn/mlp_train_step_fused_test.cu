@@ -27,6 +27,7 @@
 #include "lib/core/scalar_readback.h"
 #include "lib/nn/mlp.h"
 #include "lib/nn/regression_step.h"
+#include "tests/nn/fused_step_test_support.h"
 #include "tests/nn/mlp_reference_support.h"
 #include "tests/nn/nn_test_support.h"
 #include "tests/reference/nn_reference.h"
@@ -212,43 +213,19 @@ TEST(FusedStepPhases, ClockReadingsAreOrderedAndPrinted) {
 // Invalid arguments are refused on the host, before any device work, naming the value and the
 // limit (no GPU needed).
 TEST(FusedStepArguments, InvalidArgumentsNameTheValueAndTheLimit) {
-  float dummy[4] = {};
-  double partial = 0.0;
-  std::uint64_t counter = 0;
-  std::uint8_t mask[4] = {};
-  kernels::FusedStepMlp mlp;
-  mlp.layers = 2;
-  mlp.widths[0] = 4;
-  mlp.widths[1] = 8;
-  mlp.widths[2] = 2;
-  kernels::FusedStepScratch scratch;
-  for (std::size_t l = 0; l < 2; ++l) {
-    mlp.weights[l] = mlp.biases[l] = dummy;
-    mlp.weight_grads[l] = mlp.bias_grads[l] = dummy;
-    scratch.d_pre_activations[l] = dummy;
-  }
-  scratch.pre_activations[0] = scratch.activations[0] = dummy;
-  scratch.loss_partials = dummy;
-  scratch.norm_partials = &partial;
-  alignas(16) float state[4][4] = {};
-  kernels::FusedStepOptimizer optimizer;
-  optimizer.params = state[0];
-  optimizer.m = state[1];
-  optimizer.v = state[2];
-  optimizer.grads = state[3];
-  optimizer.decay_mask = mask;
-  optimizer.n = 4;
-  optimizer.step = &counter;
-  optimizer.norm = dummy;
+  test::fused_step_support::DummyViews views;
+  float* dummy = views.dummy;
   const auto expect_refused = [&](const kernels::FusedStepMlp& m, std::size_t batch,
                                   const kernels::FusedStepOptimizer& o, const std::string& needle) {
-    try {
-      kernels::launch_mlp_train_step_fused(dummy, m, scratch, o, dummy, dummy, batch, 1, nullptr);
-      ADD_FAILURE() << "accepted; expected an error naming '" << needle << "'";
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-    }
+    test::fused_step_support::expect_refused(
+        [&] {
+          kernels::launch_mlp_train_step_fused(dummy, m, views.scratch, o, dummy, dummy, batch, 1,
+                                               nullptr);
+        },
+        needle);
   };
+  const kernels::FusedStepMlp& mlp = views.mlp;
+  const kernels::FusedStepOptimizer& optimizer = views.optimizer;
   kernels::FusedStepMlp one_layer = mlp;
   one_layer.layers = 1;
   expect_refused(one_layer, 8, optimizer, "layers = 1, allowed 2 to 4");
@@ -260,7 +237,7 @@ TEST(FusedStepArguments, InvalidArgumentsNameTheValueAndTheLimit) {
   no_norm.max_norm = 0.0f;
   expect_refused(mlp, 8, no_norm, "max_norm = 0.000000, must be > 0");
   kernels::FusedStepOptimizer misaligned = optimizer;
-  misaligned.m = state[1] + 1;
+  misaligned.m = views.state[1] + 1;
   expect_refused(mlp, 8, misaligned, "16-byte aligned");
   EXPECT_FALSE(kernels::fused_step_supports(std::vector<std::size_t>{4, 2}));
   EXPECT_FALSE(kernels::fused_step_supports(std::vector<std::size_t>{4, 8, 8, 8, 8, 2}));

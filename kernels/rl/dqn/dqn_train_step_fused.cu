@@ -115,14 +115,7 @@ __device__ void dqn_head_tile(const Args& p, int t, HeadRows& q_rows,
                              p.online_scratch.pre_activations[L - 2] + base, in, actions,
                              p.online.hidden_activation);
   }
-  if (lane == 0) head_loss[warp] = row_loss;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    float sum = 0.0f;
-    for (int r = 0; r < kHeadRows; ++r) sum += head_loss[r];
-    p.online_scratch.loss_partials[t] = sum;
-  }
-  __syncthreads();  // q_rows, head_dy and head_loss are reused by the next tile
+  finish_head_tile(row_loss, head_loss, p.online_scratch.loss_partials, t);  // then q_rows is free
 }
 
 // The target params of this thread's AdamW share (update_range's elements), from the online
@@ -183,27 +176,13 @@ __global__ void __launch_bounds__(kThreads) dqn_train_step_fused(const __grid_co
   grid.sync();
   clock.mark();
 
-  double sum_squares = 0.0;
-  backward_phases<Kind>(chunks, grid, online_states, &sum_squares, clock);
-  const double block_sum = BlockSum(reduce_temp).Sum(sum_squares);
-  if (threadIdx.x == 0) p.online_scratch.norm_partials[blockIdx.x] = block_sum;
-  FirstGroup first = prefetch_first_group(p.opt);
-  grid.sync();
-  clock.mark();
-
+  FirstGroup first;
   const float norm =
-      optimizer_phase(p.opt, p.online_scratch.norm_partials, first, reduce_temp, factors);
+      backward_and_optimizer<Kind>(chunks, grid, online_states, p.opt,
+                                   p.online_scratch.norm_partials, reduce_temp, factors, clock, first);
   if ((step + 1) % p.target.period == 0) update_target_share(p, first.index);
-  if (blockIdx.x == 0 && threadIdx.x == 0) {
-    float total = 0.0f;
-    for (int t = 0; t < head_tiles; ++t) total += p.online_scratch.loss_partials[t];
-    *p.out.loss = static_cast<float>(static_cast<double>(total) / static_cast<double>(p.rows));
-    write_optimizer_scalars(p.opt, step, norm);
-  }
-  if (p.online_scratch.phase_times != nullptr) {
-    __syncthreads();
-    clock.mark();  // block 0's end of the optimizer phase
-  }
+  finish_step(p.online_scratch, p.out.loss, static_cast<double>(p.rows), head_tiles, p.opt, step,
+              norm, clock);
 }
 
 template <typename Launch>
@@ -226,13 +205,7 @@ std::size_t max_phase_tiles(std::span<const std::size_t> w, std::size_t batch) {
 unsigned dqn_fused_step_grid(std::span<const std::size_t> widths, std::size_t batch,
                              const Activation& hidden_activation) {
   const char* op = "dqn_fused_step_grid";
-  if (!fused_step_supports(widths))
-    throw Error(op, "invalid argument",
-                "widths (" + std::to_string(widths.size()) +
-                    " of them) are not 2 to 4 layers of widths >= 1 with at most " +
-                    std::to_string(kFusedStepMaxOut) + " actions",
-                __FILE__, __LINE__);
-  if (batch == 0) throw Error(op, "invalid argument", "batch = 0, must be >= 1", __FILE__, __LINE__);
+  require_supported(op, widths, batch);
   unsigned grid = 0;
   with_kernel(hidden_activation, op, [&](auto kernel) {
     grid = cooperative_grid(kernel, max_phase_tiles(widths, batch), op);
@@ -280,16 +253,9 @@ void launch_dqn_train_step_fused(const DqnFusedOutputs& out, const FusedStepMlp&
       batch.dones == nullptr)
     fail("a batch view (states, actions, rewards or dones) is null", __LINE__);
 
-  Args args{};
-  args.out = out;
-  args.online = online;
-  args.online_scratch = online_scratch;
-  args.target = target;
-  args.opt = optimizer;
-  args.batch = batch;
-  args.rows = static_cast<int>(batch_size);
-  args.c = constants;
-  args.grad_scale = static_cast<float>(1.0 / static_cast<double>(batch_size));
+  const Args args{out,       online, online_scratch, target, optimizer,
+                  batch,     static_cast<int>(batch_size), constants,
+                  static_cast<float>(1.0 / static_cast<double>(batch_size))};
   with_kernel(online.hidden_activation, op,
               [&](auto kernel) { launch_cooperative(kernel, grid, args, stream); });
 }

@@ -24,6 +24,7 @@
 #include "lib/core/error.h"
 #include "lib/core/scalar_readback.h"
 #include "lib/nn/mlp.h"
+#include "tests/nn/fused_step_test_support.h"
 #include "tests/nn/mlp_reference_support.h"
 #include "tests/nn/nn_test_support.h"
 #include "tests/reference/nn_reference.h"
@@ -241,49 +242,21 @@ INSTANTIATE_TEST_SUITE_P(
 
 // Invalid DQN arguments are refused on the host, naming the value and the limit (no GPU needed).
 TEST(DqnFusedStepArguments, InvalidArgumentsNameTheValueAndTheLimit) {
-  float dummy[4] = {};
-  double partial = 0.0;
-  std::uint64_t counter = 0;
-  std::uint8_t mask[4] = {};
+  test::fused_step_support::DummyViews views;
   std::int32_t action = 0;
-  kernels::FusedStepMlp net;
-  net.layers = 2;
-  net.widths[0] = 4;
-  net.widths[1] = 8;
-  net.widths[2] = 2;
-  kernels::FusedStepScratch scratch;
-  for (std::size_t l = 0; l < 2; ++l) {
-    net.weights[l] = net.biases[l] = dummy;
-    net.weight_grads[l] = net.bias_grads[l] = dummy;
-    scratch.d_pre_activations[l] = dummy;
-  }
-  scratch.pre_activations[0] = scratch.activations[0] = dummy;
-  scratch.loss_partials = dummy;
-  scratch.norm_partials = &partial;
-  alignas(16) float state[5][4] = {};
-  kernels::FusedStepOptimizer optimizer;
-  optimizer.params = state[0];
-  optimizer.m = state[1];
-  optimizer.v = state[2];
-  optimizer.grads = state[3];
-  optimizer.decay_mask = mask;
-  optimizer.n = 4;
-  optimizer.step = &counter;
-  optimizer.norm = dummy;
   kd::DqnFusedTarget target;
-  target.network = net;
-  target.scratch = scratch;
-  target.params = state[4];
-  const kd::DqnFusedBatch batch{dummy, &action, dummy, mask, nullptr};
+  target.network = views.mlp;
+  target.scratch = views.scratch;
+  target.params = views.state[4];
+  const kd::DqnFusedBatch batch{views.dummy, &action, views.dummy, views.mask, nullptr};
   const auto expect_refused = [&](const kd::DqnFusedTarget& t, const kd::DqnFusedConstants& k,
                                   const std::string& needle) {
-    try {
-      kd::launch_dqn_train_step_fused({dummy, dummy}, net, scratch, t, optimizer, batch, 8, k, 1,
-                                      nullptr);
-      ADD_FAILURE() << "accepted; expected an error naming '" << needle << "'";
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-    }
+    test::fused_step_support::expect_refused(
+        [&] {
+          kd::launch_dqn_train_step_fused({views.dummy, views.dummy}, views.mlp, views.scratch, t,
+                                          views.optimizer, batch, 8, k, 1, nullptr);
+        },
+        needle);
   };
   const kd::DqnFusedConstants ok{0.99f, 1.0f, 1.0f};
   kd::DqnFusedTarget bad = target;
