@@ -7,7 +7,10 @@
 // cooperative kernel (kernels/nn/mlp_train_step_fused.h; at 4096 the GEMM path: see
 // kFusedStepMaxBatch); mlp_step/resident_unfused is the GEMM path at 256 for comparison, and the
 // resident_lt rows differ only by the Mlp's opt-in cuBLASLt backend (bias/activation/bias-gradient
-// epilogues, no split-K). Each row's label says which step ran.
+// epilogues, no split-K). Each row's label says which step ran. Every row times one step per
+// iteration between two CUDA events, so the host's launch latency is inside the window; the
+// mlp_step/resident_back_to_back row enqueues 16 graph replays per iteration (steps_per_s: the
+// throughput of a training loop whose launches run ahead of the GPU).
 #include <benchmark/benchmark.h>
 #include <curand.h>
 
@@ -32,7 +35,7 @@ void fill_uniform(float* data, std::size_t n, unsigned long long seed) {
 }
 
 void BM_mlp_step(benchmark::State& state, std::vector<std::size_t> widths, bool graphed,
-                 bool lt, bool fused_step) {
+                 bool lt, bool fused_step, int steps_per_iteration) {
   const auto batch = static_cast<std::size_t>(state.range(0));
   StreamContext context;
   nn::ParamSlab slab;
@@ -54,17 +57,21 @@ void BM_mlp_step(benchmark::State& state, std::vector<std::size_t> widths, bool 
   if (graphed) step.capture(context);
   context.synchronize();
   const auto body = [&] {
-    if (graphed)
-      step.replay(context);
-    else
-      step.run(context);
+    for (int i = 0; i < steps_per_iteration; ++i) {
+      if (graphed)
+        step.replay(context);
+      else
+        step.run(context);
+    }
   };
   bench::TimedPhase timed(state, "mlp/train_step", bench::zero_transfer_contract(), context.stream());
   timed.warm_up(body, 20);
   for (auto _ : state) timed.iteration(body);
   timed.finish();
-  timed.set_rate("flops_per_s", mlp.train_flops(batch));
-  timed.set_rate("samples_per_s", static_cast<double>(batch));
+  timed.set_rate("flops_per_s", mlp.train_flops(batch) * steps_per_iteration);
+  timed.set_rate("samples_per_s", static_cast<double>(batch) * steps_per_iteration);
+  timed.set_rate("steps_per_s", static_cast<double>(steps_per_iteration));
+  state.counters["steps_per_iteration"] = steps_per_iteration;
 }
 
 void BM_sgemm_ceiling(benchmark::State& state) {
@@ -93,19 +100,21 @@ int main(int argc, char** argv) {
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 2;
   bench::add_context();
   const std::vector<std::size_t> wide = {64, 256, 256, 3}, narrow = {4, 64, 64, 2};
-  bench::configure(benchmark::RegisterBenchmark("mlp_step/resident", BM_mlp_step, wide, true, false, true))
+  bench::configure(benchmark::RegisterBenchmark("mlp_step/resident", BM_mlp_step, wide, true, false, true, 1))
       ->ArgNames({"batch"})->Arg(256);
-  bench::configure(benchmark::RegisterBenchmark("mlp_step/resident_eager", BM_mlp_step, wide, false, false, true))
+  bench::configure(benchmark::RegisterBenchmark("mlp_step/resident_eager", BM_mlp_step, wide, false, false, true, 1))
       ->ArgNames({"batch"})->Arg(256);
-  bench::configure(benchmark::RegisterBenchmark("mlp_step/resident_lt", BM_mlp_step, wide, true, true, false))
+  bench::configure(benchmark::RegisterBenchmark("mlp_step/resident_lt", BM_mlp_step, wide, true, true, false, 1))
       ->ArgNames({"batch"})->Arg(256);
-  bench::configure(benchmark::RegisterBenchmark("mlp_step/resident_unfused", BM_mlp_step, wide, true, false, false))
+  bench::configure(benchmark::RegisterBenchmark("mlp_step/resident_unfused", BM_mlp_step, wide, true, false, false, 1))
       ->ArgNames({"batch"})->Arg(256);
-  bench::configure(benchmark::RegisterBenchmark("mlp_step_small/resident", BM_mlp_step, narrow, true, false, true))
+  bench::configure(benchmark::RegisterBenchmark("mlp_step/resident_back_to_back", BM_mlp_step, wide, true, false, true, 16))
+      ->ArgNames({"batch"})->Arg(256);
+  bench::configure(benchmark::RegisterBenchmark("mlp_step_small/resident", BM_mlp_step, narrow, true, false, true, 1))
       ->ArgNames({"batch"})->Arg(4096);
-  bench::configure(benchmark::RegisterBenchmark("mlp_step_small/resident_eager", BM_mlp_step, narrow, false, false, true))
+  bench::configure(benchmark::RegisterBenchmark("mlp_step_small/resident_eager", BM_mlp_step, narrow, false, false, true, 1))
       ->ArgNames({"batch"})->Arg(4096);
-  bench::configure(benchmark::RegisterBenchmark("mlp_step_small/resident_lt", BM_mlp_step, narrow, true, true, false))
+  bench::configure(benchmark::RegisterBenchmark("mlp_step_small/resident_lt", BM_mlp_step, narrow, true, true, false, 1))
       ->ArgNames({"batch"})->Arg(4096);
   bench::configure(benchmark::RegisterBenchmark("gemm_ceiling/sgemm", BM_sgemm_ceiling))
       ->ArgNames({"size"})->Arg(4096);
