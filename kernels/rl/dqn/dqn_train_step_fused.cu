@@ -240,8 +240,15 @@ void launch_dqn_train_step_fused(const DqnFusedOutputs& out, const FusedStepMlp&
         (target.scratch.pre_activations[l] == nullptr || target.scratch.activations[l] == nullptr))
       fail("target hidden layer " + std::to_string(l) + ": a z or a scratch view is null", __LINE__);
   }
+  const Activation& f = online.hidden_activation;
+  const Activation& g = target.network.hidden_activation;
+  if (g.kind != f.kind || g.elu_alpha != f.elu_alpha || g.softplus_beta != f.softplus_beta ||
+      g.softplus_threshold != f.softplus_threshold)
+    fail("the target network's hidden activation differs from the online network's", __LINE__);
   if (target.params == nullptr || reinterpret_cast<std::uintptr_t>(target.params) % 16 != 0)
     fail("target params are null or not 16-byte aligned", __LINE__);
+  if (target.params == optimizer.params)
+    fail("target params alias the online params (two slabs are required)", __LINE__);
   if (!(target.tau > 0.0f && target.tau <= 1.0f))
     fail("tau = " + std::to_string(target.tau) + ", allowed (0, 1]", __LINE__);
   if (target.period == 0) fail("period = 0, allowed >= 1", __LINE__);

@@ -56,7 +56,7 @@ struct DqnConfig {
   std::size_t return_window = 100;           // episodes in the recent-return mean, [1, 2^20]
   bool use_graph = true;     // resident steps as CUDA-graph replays (false: eager launches)
   // The gradient step as one cooperative kernel (kernels/rl/dqn/dqn_train_step_fused.h) where
-  // it applies: no dueling head, at most 32 actions, 1 to 3 hidden layers, batch <=
+  // it applies: no dueling head, no TF32, at most 32 actions, 1 to 3 hidden layers, batch <=
   // nn::kFusedStepMaxBatch, a device that launches cooperative kernels. Both pipelines use it
   // (the host-staged one on its uploaded batch), so their difference stays the transfers.
   bool fused_train_step = true;

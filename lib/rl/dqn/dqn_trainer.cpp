@@ -216,7 +216,8 @@ void DqnTrainer::set_up_fused_step() {
   widths.insert(widths.end(), config_.hidden.begin(), config_.hidden.end());
   widths.push_back(a_);
   const nn::MlpConfig& mc = online_->mlp().config();
-  if (config_.dueling || !mc.bias || mc.backend != nn::GemmBackend::Cublas ||
+  // TF32 (allow_tf32) is the GEMM path's: the fused step computes in fp32 only.
+  if (config_.dueling || config_.allow_tf32 || !mc.bias || mc.backend != nn::GemmBackend::Cublas ||
       b_ > nn::kFusedStepMaxBatch || !kernels::fused_step_supports(widths))
     return;
   int device = 0, cooperative = 0;

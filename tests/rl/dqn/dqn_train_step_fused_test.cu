@@ -2,18 +2,21 @@
 // double-precision references, on fresh random networks (online and target differ), batches
 // (actions, rewards, dones, IS weights or none), outputs poisoned (NaN) first. Shapes: the DQN
 // bench's 256 x (64-256-256-3) with Polyak updates, CartPole's 128 x (4-64-64-2) with a hard copy
-// every second step, and 37 x (5-33-7) (two layers, tanh, no IS weights, clipped). Checked at each
+// every second step and most rows on Huber's linear branch, and 37 x (5-33-7) (two layers, tanh,
+// no IS weights, clipped, on 3 blocks so that every block takes several tiles and optimizer
+// groups, two rows with invalid actions: NaN TD error and loss, zero gradient). Checked at each
 // step: TD errors and the loss against the reference forward of both networks and the double-DQN
 // target / TD error / weighted Huber references; every online gradient against the reference
 // backward of d loss / dQ; the norm, params, m and v against the reference's clip + AdamW on
-// the GPU's gradients; the target params against the reference target update from the GPU's
-// new online params; the step counter. The trainer-level checks (graph replay = eager, audit
+// the GPU's gradients, and the clip scale left at 1; the target params against the reference
+// target update from the GPU's new online params; the step counter. The trainer-level checks (graph replay = eager, audit
 // contract, learning) are dqn_trainer_test's and dqn_learning_test's, which run this kernel by
 // default. Argument checks run without a GPU.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -48,6 +51,9 @@ struct DqnCase {
   float tau;
   std::uint64_t period;
   float max_grad_norm;
+  float delta;           // Huber threshold (small: the linear branch is taken)
+  unsigned grid;         // 0: dqn_fused_step_grid's; else this many blocks (several tiles each)
+  bool invalid_actions;  // row 0 takes action -1 and the last row action A (NaN TD, zero gradient)
   const char* name;
 };
 
@@ -106,7 +112,8 @@ TEST_P(DqnFusedStep, StepsMatchTheReferences) {
     }
   }
   online_scratch.loss_partials = scratch(kernels::fused_step_loss_partials(b));
-  const unsigned grid = kd::dqn_fused_step_grid(c.widths, b, mlp_config.hidden_activation);
+  const unsigned grid =
+      c.grid != 0 ? c.grid : kd::dqn_fused_step_grid(c.widths, b, mlp_config.hidden_activation);
   DeviceBuffer<double> norm_partials(grid);
   online_scratch.norm_partials = norm_partials.data();
   target_view.params = target.slab.params();
@@ -121,7 +128,7 @@ TEST_P(DqnFusedStep, StepsMatchTheReferences) {
       .decay_mask = views.decay_mask, .n = views.n, .step = views.step, .norm = views.grad_norm,
       .grad_scale = views.clip_scale, .max_norm = c.max_grad_norm,
       .constants = nn::adamw_constants(adamw, "test")};
-  const kd::DqnFusedConstants constants{0.97f, 0.5f, 1.0f};
+  const kd::DqnFusedConstants constants{0.97f, 0.5f, c.delta};
   DeviceBuffer<float> d_td(b), d_loss(1);
 
   const auto layers_ref = test::mlp_reference::reference_layers(online.mlp);
@@ -145,6 +152,12 @@ TEST_P(DqnFusedStep, StepsMatchTheReferences) {
     for (std::size_t i = 0; i < b; ++i) {
       acts[i] = action_draw(rng);
       dones[i] = (rng() % 4) == 0;
+    }
+    std::vector<bool> invalid(b, false);
+    if (c.invalid_actions) {
+      acts[0] = -1;
+      acts[b - 1] = static_cast<std::int32_t>(actions);
+      invalid[0] = invalid[b - 1] = true;
     }
     const std::vector<float> rewards = random_floats(b, -1.0f, 1.0f, rng);
     const std::vector<float> weights = random_floats(b, 0.2f, 1.0f, rng);
@@ -186,19 +199,44 @@ TEST_P(DqnFusedStep, StepsMatchTheReferences) {
     const std::vector<double> targets = reference::dqn::double_dqn_target(
         q_next, q_target, to_double(rewards), dones, actions, constants.discount,
         constants.reward_scale);
-    const reference::dqn::TdError td = reference::dqn::td_error(q, acts, targets, actions);
+    // An invalid action's row: the reference evaluates action 0 there, then its TD error and
+    // loss become NaN and its gradient row 0 (the kernel's contract).
+    std::vector<std::int32_t> valid_acts = acts;
+    for (std::size_t i = 0; i < b; ++i)
+      if (invalid[i]) valid_acts[i] = 0;
+    reference::dqn::TdError td = reference::dqn::td_error(q, valid_acts, targets, actions);
     const std::vector<double> w = c.is_weights ? to_double(weights) : std::vector<double>{};
     const double loss = reference::huber_loss(b, 1, td.q_taken, targets, w, constants.delta);
     std::vector<double> d_taken(b);
     reference::huber_loss_backward(b, 1, td.q_taken, targets, w, constants.delta, 1.0, d_taken,
                                    reference::GradMode::Overwrite);
-    const std::vector<double> d_q = reference::dqn::action_value_grad(d_taken, acts, actions);
+    std::size_t linear = 0;  // rows on Huber's linear (clamped) branch
+    for (std::size_t i = 0; i < b; ++i) {
+      if (invalid[i]) {
+        d_taken[i] = 0.0;
+        td.td[i] = std::numeric_limits<double>::quiet_NaN();
+      } else if (std::fabs(td.q_taken[i] - targets[i]) > constants.delta) {
+        ++linear;
+      }
+    }
+    if (c.delta < 0.1f) EXPECT_GT(linear, b / 4) << at << ": the case must reach the linear branch";
+    const std::vector<double> d_q = reference::dqn::action_value_grad(d_taken, valid_acts, actions);
     std::vector<double> unused_dx(s_states.size()), ref_grads(online_before.size());
     reference::mlp_backward(layers_ref, b, online_before, s_states, d_q, {unused_dx, ref_grads},
                             reference::GradMode::Overwrite);
 
-    expect_close(d_td.download(), td.td, gemm_tolerance, "td errors, " + at);
-    expect_close(d_loss.download(), {loss}, {1e-6, 1e-4}, "loss, " + at);
+    std::vector<float> got_td = d_td.download();
+    for (std::size_t i = 0; i < b; ++i) {
+      if (!invalid[i]) continue;
+      EXPECT_TRUE(std::isnan(got_td[i])) << at << ": row " << i << " has an invalid action";
+      got_td[i] = 0.0f;  // compared below as 0 against 0
+      td.td[i] = 0.0;
+    }
+    expect_close(got_td, td.td, gemm_tolerance, "td errors, " + at);
+    if (c.invalid_actions)
+      EXPECT_TRUE(std::isnan(d_loss.download()[0])) << at << ": an invalid action's loss is NaN";
+    else
+      expect_close(d_loss.download(), {loss}, {1e-6, 1e-4}, "loss, " + at);
     const std::vector<double> grads = flat_part(online, nn::SlabPart::Grads);
     expect_close(std::vector<float>(grads.begin(), grads.end()), ref_grads, gemm_tolerance,
                  "gradients, " + at);
@@ -217,6 +255,11 @@ TEST_P(DqnFusedStep, StepsMatchTheReferences) {
     const std::vector<double> m_after = flat_part(online, nn::SlabPart::AdamM);
     expect_close(std::vector<float>(m_after.begin(), m_after.end()), m, optimizer_tolerance,
                  "m, " + at);
+    const std::vector<double> v_after = flat_part(online, nn::SlabPart::AdamV);
+    expect_close(std::vector<float>(v_after.begin(), v_after.end()), v, {1e-12, 1e-5}, "v, " + at);
+    ScalarReadback<float> scale_readback;
+    scale_readback.enqueue(online.slab.clip_scale(), stream);
+    EXPECT_EQ(scale_readback.wait(), 1.0f) << at << ": no clip scale pending after the step";
     EXPECT_EQ(online.slab.read_step(stream), step) << at;
     const std::vector<double> want_target =
         reference::dqn::target_update(target_before, online_after, c.tau, c.period, step);
@@ -233,11 +276,11 @@ INSTANTIATE_TEST_SUITE_P(
     Shapes, DqnFusedStep,
     ::testing::Values(
         DqnCase{{64, 256, 256, 3}, 256, kernels::ActivationKind::Relu, true, 0.005f, 1, 10.0f,
-                "bench_shape_polyak"},
-        DqnCase{{4, 64, 64, 2}, 128, kernels::ActivationKind::Relu, true, 1.0f, 2, 10.0f,
-                "cartpole_hard_copy_every_2"},
-        DqnCase{{5, 33, 7}, 37, kernels::ActivationKind::Tanh, false, 0.5f, 1, 0.01f,
-                "two_layers_unweighted_clipped"}),
+                1.0f, 0, false, "bench_shape_polyak"},
+        DqnCase{{4, 64, 64, 2}, 128, kernels::ActivationKind::Relu, true, 1.0f, 2, 10.0f, 0.05f,
+                0, false, "cartpole_hard_copy_every_2_linear_huber"},
+        DqnCase{{5, 33, 7}, 37, kernels::ActivationKind::Tanh, false, 0.5f, 1, 0.01f, 0.5f, 3,
+                true, "two_layers_unweighted_clipped_3_blocks_invalid_actions"}),
     [](const ::testing::TestParamInfo<DqnCase>& info) { return std::string(info.param.name); });
 
 // Invalid DQN arguments are refused on the host, naming the value and the limit (no GPU needed).
@@ -270,6 +313,38 @@ TEST(DqnFusedStepArguments, InvalidArgumentsNameTheValueAndTheLimit) {
   expect_refused(bad, ok, "width 1 of the target network is 9, the online one's 8");
   expect_refused(target, {0.99f, 1.0f, -1.0f}, "delta = -1.000000, allowed finite and > 0");
   expect_refused(target, {0.99f, 1.0f, INFINITY}, "delta = inf");
+  bad = target;
+  bad.network.layers = 3;
+  expect_refused(bad, ok, "the target network has 3 layers, the online one 2");
+  bad = target;
+  bad.network.hidden_activation.kind = kernels::ActivationKind::Tanh;
+  expect_refused(bad, ok, "hidden activation differs");
+  bad = target;
+  bad.network.weights[1] = nullptr;
+  expect_refused(bad, ok, "target layer 1: a weight or bias view is null");
+  bad = target;
+  bad.scratch.activations[0] = nullptr;
+  expect_refused(bad, ok, "target hidden layer 0");
+  bad = target;
+  bad.params = views.state[4] + 1;
+  expect_refused(bad, ok, "not 16-byte aligned");
+  bad = target;
+  bad.params = views.state[0];
+  expect_refused(bad, ok, "alias the online params");
+  test::fused_step_support::expect_refused(
+      [&] {
+        kd::launch_dqn_train_step_fused({nullptr, views.dummy}, views.mlp, views.scratch, target,
+                                        views.optimizer, batch, 8, ok, 1, nullptr);
+      },
+      "td_errors is null");
+  test::fused_step_support::expect_refused(
+      [&] {
+        kd::launch_dqn_train_step_fused({views.dummy, views.dummy}, views.mlp, views.scratch,
+                                        target, views.optimizer,
+                                        {views.dummy, nullptr, views.dummy, views.mask, nullptr}, 8,
+                                        ok, 1, nullptr);
+      },
+      "a batch view (states, actions, rewards or dones) is null");
 }
 
 }  // namespace
