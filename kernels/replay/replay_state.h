@@ -2,8 +2,10 @@
 // owner (no device code here): the fp64 sum/min/max trees, the transition storage, the
 // device-resident counters and the parameters. Tree layout is CpuSumTree's: P = next power of
 // two >= capacity leaves, heap-ordered (node 1 the root, children 2n and 2n+1, leaf i at node
-// P + i), each internal node recomputed from its two children, so GPU and CPU trees holding the
-// same leaves hold bit-identical sums.
+// P + i). The GPU keeps every fifth level (heights 0, 5, 10, ... and the root) up to date, each
+// such node the pairwise combination of its descendants five (or, below the root, fewer) levels
+// down (kernels/replay/replay_tree.cuh), so GPU and CPU trees holding the same leaves hold
+// bit-identical nodes at those heights; the heights in between are not maintained.
 #pragma once
 
 #include <cstdint>

@@ -1,27 +1,21 @@
-// Priority update from device TD errors, one block of T threads (T = 256 for at most 256
-// entries, else 512), entries taken in chunks of T (chunks in entry order, so a later chunk
-// overwrites an earlier one).
+// Priority update from device TD errors: one block of kThreads threads, the entries taken in
+// chunks of kThreads in entry order (a later chunk overwrites an earlier one).
 //
 // Entry e is writable when p = (|td_e| + eps)^alpha is finite (else counted as non-finite, even
 // if also stale), its index is < size (else counted as bad), and its generation equals the
 // slot's (else counted as stale). For each index only the LAST writable entry is written (the
 // later entry wins; an unwritable later entry leaves an earlier one standing).
 //
-// Per chunk: a stable block radix sort of the writable entries by slot (unwritable ones sort
-// last) puts the winner of every slot at the end of its run; the k winners, compacted in slot
-// order, are the leaves to rewrite. Their ancestors are then recomputed level by level in
-// shared memory: at level l the first winner of each touched node combines its two children,
-// each either a touched node (its value, computed one level down, sits at the index of the
-// first winner below it: the right child's first winner follows the left child's run, whose
-// length is kept per first winner; a winner is first up to the level where its path meets its
-// predecessor's, one clz of the two leaves) or an untouched one (read from the tree; the
-// untouched siblings of every winner's path are prefetched 8 (T = 256) or 4 levels at a time,
-// so the latency of a global load is paid once per batch of levels, not once per level). Node
-// values are CpuSumTree::pull's (left + right, fmin, fmax) in the same order: bit-identical to
-// the CPU tree. Deterministic; no atomics on the tree; no scratch outside shared memory.
-#include <cub/block/block_radix_sort.cuh>
-#include <cub/block/block_scan.cuh>
-
+// Per chunk: the writable entries claim their slot in a shared-memory hash table (open
+// addressing; the entry with the largest position in the chunk owns the slot: atomicMax), the
+// owners write their leaves, then the kept levels above them (replay_tree.cuh: heights 5, 10,
+// ..., the root) are recomputed one kept level at a time, each touched node from its 32 (or,
+// for the root's group, 2^(depth % 5)) descendants by one quad of lanes, a block barrier
+// between kept levels: 4 barriers at 2^20 leaves instead of 20. A node touched by several
+// entries of one warp is recomputed once (match_any); across warps it may be recomputed more
+// than once, from the same final descendants, so every write of it stores the same bits.
+// Bit-identical to CpuSumTree's nodes at the kept heights; deterministic; no atomics on the tree;
+// no scratch outside shared memory.
 #include "kernels/replay/replay_kernels.h"
 #include "kernels/replay/replay_tree.cuh"
 #include "lib/core/error.h"
@@ -31,166 +25,95 @@ namespace resident::kernels {
 
 namespace {
 
-// Two block shapes: 256 threads for updates of at most 256 entries (a DQN batch: one chunk, half
-// the warps of the sort and the scan), 512 for larger ones (fewer chunks, each a serial walk up
-// the tree). Prefetch depth: the sibling registers a thread can hold under its launch bound.
-constexpr std::uint32_t kSmallUpdate = 256;
-
-struct NodeValue {
-  double sum, min_positive, max;
-};
+constexpr int kThreads = 1024;
+constexpr int kQuads = kThreads / kLanesPerKeptNode;  // nodes recomputed per block pass
+constexpr int kTableSize = 2 * kThreads;              // hash buckets: at most half full
+constexpr std::uint32_t kEmpty = 0xffffffffu;         // a bucket without a slot; also "no leaf"
+constexpr unsigned kFullMask = 0xffffffffu;
 
 __device__ inline double priority_of(float td_error, const ReplayParams& params) {
   return pow(fabs(static_cast<double>(td_error)) + params.epsilon, params.alpha);
 }
 
-__device__ inline NodeValue read_node(const ReplayTreeView& tree, std::uint32_t node) {
-  return {tree.sum[node], tree.min_positive[node], tree.max[node]};
+__device__ inline std::uint32_t bucket_of(std::uint32_t slot) {
+  return (slot * 2654435761u) % kTableSize;  // Knuth's multiplicative hash
 }
 
-__device__ inline void write_node(const ReplayTreeView& tree, std::uint32_t node, const NodeValue& v) {
-  tree.sum[node] = v.sum;
-  tree.min_positive[node] = v.min_positive;
-  tree.max[node] = v.max;
-}
-
-__device__ inline NodeValue combine(const NodeValue& left, const NodeValue& right) {
-  return {left.sum + right.sum, fmin(left.min_positive, right.min_positive),
-          fmax(left.max, right.max)};
-}
-
-// Per-winner node values of the current level, one array per field (a warp's reads of one field
-// are consecutive doubles: no bank conflicts).
-template <int Threads>
-struct LevelValues {
-  double sum[Threads], min_positive[Threads], max[Threads];
-  __device__ NodeValue get(std::uint32_t i) const { return {sum[i], min_positive[i], max[i]}; }
-  __device__ void set(std::uint32_t i, const NodeValue& v) {
-    sum[i] = v.sum;
-    min_positive[i] = v.min_positive;
-    max[i] = v.max;
-  }
-};
-
-template <int Threads, int PrefetchLevels>
-__global__ void __launch_bounds__(Threads)
+__global__ void __launch_bounds__(kThreads)
     update_priorities(ReplayTreeView tree, ReplayCounters* counters,
                       const std::uint32_t* generations_now, const std::uint32_t* indices,
                       const std::uint32_t* generations, const float* td_errors,
                       std::uint32_t count, ReplayParams params) {
-  using SlotSort = cub::BlockRadixSort<std::uint32_t, Threads, 1, double>;
-  using WinnerScan = cub::BlockScan<std::uint32_t, Threads>;
-  __shared__ union {
-    typename SlotSort::TempStorage sort;
-    typename WinnerScan::TempStorage scan;
-  } temp;
-  __shared__ std::uint32_t sorted_slot[Threads];  // the chunk's keys after the sort
-  __shared__ std::uint32_t winner_leaf[Threads];  // leaf node of winner i, ascending
-  __shared__ std::uint32_t merge_level[Threads];  // lowest level where winner i's path meets i-1's
-  __shared__ LevelValues<Threads> value;          // node of winner i at the current level
-  __shared__ std::uint32_t run[Threads];          // winners under that node (first winner)
-  __shared__ std::uint32_t winner_count;
+  __shared__ std::uint32_t bucket_slot[kTableSize];   // the slot a bucket holds, or kEmpty
+  __shared__ std::uint32_t bucket_owner[kTableSize];  // 1 + the chunk position of its last entry
+  __shared__ std::uint32_t owned_leaf[kThreads];      // leaf node entry t wrote, or kEmpty
 
   const std::uint32_t size = counters->size;
-  const std::uint32_t unwritable = size;  // sorts after every writable slot (slot < size)
-  const int end_bit = max(1, 32 - __clz(unwritable));  // the bits of `unwritable`: the passes
   const int depth = tree_depth(tree);
   const std::uint32_t t = threadIdx.x;
   std::uint64_t nonfinite = 0, stale = 0, bad = 0;
 
-  for (std::uint32_t base = 0; base < count; base += Threads) {
-    // 1. Classify this thread's entry; its key is the slot, or `unwritable`.
+  for (std::uint32_t base = 0; base < count; base += kThreads) {
+    const std::uint32_t chunk = min(count - base, static_cast<std::uint32_t>(kThreads));
+    // 1. Classify this thread's entry.
     const std::uint32_t e = base + t;
-    std::uint32_t key[1] = {unwritable};
-    double priority[1] = {0.0};
-    if (e < count) {
-      const std::uint32_t slot = indices[e];
-      const double p = priority_of(td_errors[e], params);
-      priority[0] = p;
-      if (!isfinite(p))
+    bool writable = false;
+    std::uint32_t slot = 0;
+    double priority = 0.0;
+    if (t < chunk) {
+      slot = indices[e];
+      priority = priority_of(td_errors[e], params);
+      if (!isfinite(priority))
         ++nonfinite;
       else if (slot >= size)
         ++bad;
       else if (generations[e] != generations_now[slot])
         ++stale;
       else
-        key[0] = slot;
+        writable = true;
     }
-    __syncthreads();  // the previous chunk's last reads of the shared arrays are done
-    // 2. Stable sort by slot: within a run of equal slots the last is the latest entry.
-    SlotSort(temp.sort).Sort(key, priority, 0, end_bit);
-    sorted_slot[t] = key[0];
-    __syncthreads();
-    const bool winner = key[0] != unwritable &&
-                        (t + 1 == Threads || sorted_slot[t + 1] != key[0]);
-    std::uint32_t rank = 0, total = 0;
-    __syncthreads();  // temp.sort is reused by the scan
-    WinnerScan(temp.scan).ExclusiveSum(winner ? 1u : 0u, rank, total);
-    if (winner) {
-      const double p = priority[0];
-      const NodeValue leaf{p, p > 0.0 ? p : __longlong_as_double(0x7ff0000000000000ll), p};
-      winner_leaf[rank] = tree.leaves + key[0];
-      value.set(rank, leaf);
-      run[rank] = 1;
-      write_node(tree, tree.leaves + key[0], leaf);
+    for (std::uint32_t b = t; b < kTableSize; b += kThreads) {
+      bucket_slot[b] = kEmpty;
+      bucket_owner[b] = 0;
     }
-    if (t == 0) winner_count = total;
-    __syncthreads();
-
-    // 3. Ancestors of the k winners, one level at a time; thread i follows winner i's path. At
-    // level l, winner i is the first winner of its node iff l < merge (its node differs from
-    // winner i-1's); once merged it stays merged, so a thread's own value and run live in
-    // registers and go to shared memory only for the thread that reads them as a right child.
-    const std::uint32_t k = winner_count;
-    const std::uint32_t i = t;
-    const std::uint32_t leaf = i < k ? winner_leaf[i] : 0;
-    const int merge = i == 0 ? depth + 1 : 32 - __clz(leaf ^ winner_leaf[i - 1 < k ? i - 1 : 0]);
-    if (i < k) merge_level[i] = static_cast<std::uint32_t>(merge);
-    NodeValue mine = i < k ? value.get(i) : NodeValue{};
-    std::uint32_t below = 1;
-    for (int first_level = 1; first_level <= depth; first_level += PrefetchLevels) {
-      NodeValue sibling[PrefetchLevels];
-#pragma unroll
-      for (int q = 0; q < PrefetchLevels; ++q) {
-        const int level = first_level + q;
-        // The sibling of this path's level-(level-1) node, on the levels where this winner is
-        // the first of its node; used only when it is untouched (then nothing writes it during
-        // this kernel).
-        if (i < k && level <= depth && level < merge)
-          sibling[q] = read_node(tree, (leaf >> (level - 1)) ^ 1u);
+    __syncthreads();  // the table is empty (and the previous chunk's last level is done)
+    // 2. Claim: the first probe of a slot's sequence that is empty or holds it is its bucket
+    // (the same for every entry of that slot: buckets never change once filled).
+    std::uint32_t bucket = 0;
+    if (writable) {
+      bucket = bucket_of(slot);
+      for (;;) {
+        const std::uint32_t held = atomicCAS(&bucket_slot[bucket], kEmpty, slot);
+        if (held == kEmpty || held == slot) break;
+        bucket = (bucket + 1) % kTableSize;
       }
-#pragma unroll
-      for (int q = 0; q < PrefetchLevels; ++q) {
-        const int level = first_level + q;
-        if (level > depth) break;
-        __syncthreads();  // level - 1 is complete in value[], run[] (and merge_level[])
-        if (i >= k || level >= merge) continue;  // no winner, or not its node's first
-        const std::uint32_t node = leaf >> level;
-        const std::uint32_t child = leaf >> (level - 1);
-        NodeValue left, right;
-        if ((child & 1u) == 0) {
-          left = mine;
-          // The first winner after the left child's run is under the right child iff its path
-          // meets its predecessor's (in the left child) at this level or below.
-          const std::uint32_t j = i + below;
-          if (j < k && merge_level[j] <= static_cast<std::uint32_t>(level)) {
-            right = value.get(j);
-            below += run[j];
-          } else {
-            right = sibling[q];
-          }
-        } else {
-          left = sibling[q];
-          right = mine;
-        }
-        // Only first winners write, each its own index; the indices read above belong to
-        // winners that are not first at this level: no conflict within a level.
-        mine = combine(left, right);
-        value.set(i, mine);
-        run[i] = below;
-        write_node(tree, node, mine);
-      }
+      atomicMax(&bucket_owner[bucket], t + 1);
     }
+    __syncthreads();
+    // 3. The owner of each slot writes its leaf.
+    const bool owner = writable && bucket_owner[bucket] == t + 1;
+    owned_leaf[t] = owner ? tree.leaves + slot : kEmpty;
+    if (owner) set_leaf(tree, slot, priority);
+    // 4. Kept levels, lowest first; quad g recomputes the ancestors of entries g, g + kQuads, ...
+    const std::uint32_t quad = t / kLanesPerKeptNode;
+    for (int below = 0; below < depth;) {
+      const int r = kept_step(below, depth);
+      const int height = below + r;
+      __syncthreads();  // the kept level `below` is final (leaves and owned_leaf at first)
+      for (std::uint32_t first = 0; first < chunk; first += kQuads) {  // uniform across the block
+        const std::uint32_t j = first + quad;
+        const std::uint32_t leaf = j < chunk ? owned_leaf[j] : kEmpty;
+        const std::uint32_t node = leaf == kEmpty ? kEmpty : leaf >> height;
+        // The lowest quad of this warp with the same node recomputes it.
+        const unsigned peers = __match_any_sync(kFullMask, node);
+        const bool leads = node != kEmpty &&
+                           static_cast<std::uint32_t>(__ffs(peers) - 1) / kLanesPerKeptNode ==
+                               (t % 32) / kLanesPerKeptNode;
+        pull_kept_node_by_quad(tree, node, r, leads);
+      }
+      below = height;
+    }
+    __syncthreads();  // owned_leaf and the table are read before the next chunk overwrites them
   }
   if (nonfinite) atomicAdd(reinterpret_cast<unsigned long long*>(&counters->nonfinite), nonfinite);
   if (stale) atomicAdd(reinterpret_cast<unsigned long long*>(&counters->stale), stale);
@@ -205,12 +128,8 @@ void launch_update_priorities(ReplayTreeView tree, ReplayCounters* counters,
                               std::uint32_t count, ReplayParams params, cudaStream_t stream) {
   const NvtxRange range("replay/update_priorities");
   if (count == 0) return;
-  if (count <= kSmallUpdate)
-    update_priorities<kSmallUpdate, 8><<<1, kSmallUpdate, 0, stream>>>(
-        tree, counters, generations_now, indices, generations, td_errors, count, params);
-  else
-    update_priorities<512, 4><<<1, 512, 0, stream>>>(tree, counters, generations_now, indices,
-                                                     generations, td_errors, count, params);
+  update_priorities<<<1, kThreads, 0, stream>>>(tree, counters, generations_now, indices,
+                                                generations, td_errors, count, params);
   RESIDENT_CHECK_LAUNCH("update_priorities");
 }
 

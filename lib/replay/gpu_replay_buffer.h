@@ -107,7 +107,9 @@ class GpuReplayBuffer {
   // must outlive it).
   DeviceStateReader stage_state(std::span<const std::uint8_t> bytes);
   std::vector<double> read_leaf_priorities() const;  // [capacity]
-  std::vector<double> read_tree_sums() const;        // [2P], node 1 the root
+  // [2P], node 1 the root; only the kept heights (0, 5, 10, ..., the root) are maintained
+  // (kernels/replay/replay_tree.cuh).
+  std::vector<double> read_tree_sums() const;
   struct TreeExtremes {
     std::vector<double> min_positive, max;  // [2P] each, node 1 the root (+inf: no positive leaf)
   };

@@ -32,6 +32,7 @@ using namespace resident;
 using resident::test::download;
 using resident::test::HostSample;
 using resident::test::HostTransitions;
+using resident::test::kept_levels_mismatch;
 using resident::test::to_device;
 using resident::test::TwinInsert;
 
@@ -192,18 +193,19 @@ TEST(GpuReplay, UpdateRulesDuplicatesStaleNonFiniteAndBadIndex) {
   EXPECT_NEAR(sums[1], static_cast<double>(total), 1e-12 * sums[1]);
 }
 
-// The update kernel's two block shapes (256 threads up to 256 entries, else 512 per chunk) at
-// their boundaries, with duplicates (within and across chunks), stale, non-finite and bad-index
-// entries, chunks with no writable entry, a full buffer (depth 12) and a partly filled one whose
-// size is a power of two (the sort's key bits end at size; depth 11: the prefetch groups end
-// early): every leaf is the CPU oracle's, every internal node of the sum, min and max trees is
-// the combination of its children, the next insert gets the maximum, IS weights use the minimum.
+// The update kernel at its shape boundaries (256 quads per pass over a chunk, 1024 entries per
+// chunk), with duplicates (within and across chunks; many entries on a few slots, so hash
+// probes collide), stale, non-finite and bad-index entries, chunks with no writable entry, a full
+// buffer (depth 12: kept heights 5, 10 and the root 2 above), a partly filled one whose size is a
+// power of two (depth 11: the root 1 above height 10) and a full one of 1.1M slots (depth 21):
+// every leaf is the CPU oracle's, every kept node of the sum, min and max trees is the
+// combination of its descendants, the next insert gets the maximum, IS weights use the minimum.
 TEST(GpuReplay, UpdateMatchesCpuAtBlockShapeBoundaries) {
   RESIDENT_REQUIRE_GPU();
   struct Fill {
     std::size_t capacity, inserted;
   };
-  for (const Fill fill : {Fill{3000, 3000}, Fill{1500, 1024}}) {
+  for (const Fill fill : {Fill{3000, 3000}, Fill{1500, 1024}, Fill{1100000, 1100000}}) {
     const std::string where = "capacity " + std::to_string(fill.capacity) + ", size " +
                               std::to_string(fill.inserted);
     const ReplayConfig config =
@@ -215,7 +217,7 @@ TEST(GpuReplay, UpdateMatchesCpuAtBlockShapeBoundaries) {
     { TwinInsert rows(HostTransitions(fill.inserted, kDim, rng), gpu, cpu); }
     std::lognormal_distribution<float> magnitude(0.0f, 2.0f);
     std::uint64_t bad = 0;
-    for (const std::size_t count : {1u, 255u, 256u, 257u, 512u, 513u, 1500u, 5u, 300u}) {
+    for (const std::size_t count : {1u, 255u, 256u, 257u, 1024u, 1025u, 1500u, 5u, 300u, 2100u}) {
       const bool none_writable = count == 5 || count == 300;  // every entry stale
       // The GPU gets `count` entries (every 97th a bad index >= size); the oracle, which refuses
       // bad indices by throwing, the others in the same order.
@@ -248,14 +250,8 @@ TEST(GpuReplay, UpdateMatchesCpuAtBlockShapeBoundaries) {
       for (std::size_t s = 0; s < fill.inserted; ++s)
         ASSERT_LE(std::fabs(sums[leaves + s] - cpu.leaf_priority(s)), 1e-12 * cpu.leaf_priority(s))
             << where << ", count " << count << ", slot " << s;
-      for (std::size_t node = 1; node < leaves; ++node) {
-        const std::size_t l = 2 * node, r = l + 1;
-        ASSERT_EQ(sums[node], sums[l] + sums[r]) << where << ", count " << count << ", node " << node;
-        ASSERT_EQ(extremes.min_positive[node], std::fmin(extremes.min_positive[l], extremes.min_positive[r]))
-            << where << ", count " << count << ", node " << node;
-        ASSERT_EQ(extremes.max[node], std::fmax(extremes.max[l], extremes.max[r]))
-            << where << ", count " << count << ", node " << node;
-      }
+      ASSERT_EQ(kept_levels_mismatch(sums, extremes.min_positive, extremes.max), "")
+          << where << ", count " << count;
     }
     const kernels::ReplayCounters counters = gpu.read_counters();
     EXPECT_EQ(counters.nonfinite, cpu.take_nonfinite_count()) << where;
@@ -277,14 +273,14 @@ TEST(GpuReplay, UpdateMatchesCpuAtBlockShapeBoundaries) {
   }
 }
 
-// The insert's tree kernels: one warp for up to 32 rows (the touched nodes in registers; a
-// wrap takes the block path), one block above. Repeated inserts of 1 to 40 rows, with priority
-// updates between them so the live maximum moves, into capacities that wrap often: every leaf
-// is the CPU's, every internal node of the sum, min and max trees the combination of its
-// children, and the cursor and size agree.
+// The insert's tree kernel: one warp for up to 32 rows, one block above, either with two ranges
+// after a wrap. Repeated inserts of 1 to 40 rows, with priority updates between them so the live
+// maximum moves, into capacities that wrap often (depths 0, 4, 7, 10 and 13: no kept level, the
+// root alone, a short and a full top step): every leaf is the CPU's, every kept node of the sum,
+// min and max trees the combination of its descendants, and the cursor and size agree.
 TEST(GpuReplay, InsertKeepsTheTreesExactOnWarpAndBlockPaths) {
   RESIDENT_REQUIRE_GPU();
-  for (const std::size_t capacity : {1u, 100u, 4097u}) {
+  for (const std::size_t capacity : {1u, 10u, 100u, 1024u, 4097u}) {
     const ReplayConfig config =
         make_config(capacity, ReplayPriorityMode::Proportional, ReplaySampling::Stratified);
     Stream stream;
@@ -322,15 +318,7 @@ TEST(GpuReplay, InsertKeepsTheTreesExactOnWarpAndBlockPaths) {
         ASSERT_LE(std::fabs(sums[leaves + slot] - cpu.leaf_priority(slot)),
                   1e-12 * cpu.leaf_priority(slot))
             << where << ", slot " << slot;
-      for (std::size_t node = 1; node < leaves; ++node) {
-        const std::size_t l = 2 * node, r = l + 1;
-        ASSERT_EQ(sums[node], sums[l] + sums[r]) << where << ", node " << node;
-        ASSERT_EQ(extremes.min_positive[node],
-                  std::fmin(extremes.min_positive[l], extremes.min_positive[r]))
-            << where << ", node " << node;
-        ASSERT_EQ(extremes.max[node], std::fmax(extremes.max[l], extremes.max[r]))
-            << where << ", node " << node;
-      }
+      ASSERT_EQ(kept_levels_mismatch(sums, extremes.min_positive, extremes.max), "") << where;
       sync_cpu_priorities(gpu, cpu);  // the next insert's maximum, bit for bit on both sides
     }
   }
@@ -428,8 +416,8 @@ TEST(GpuReplay, RootEqualsSumOfLeavesAfterAMillionUpdates) {
   const double rel = std::fabs(static_cast<double>((sums[1] - exact) / exact));
   std::printf("  root %.17g, long-double sum of leaves %.17Lg, rel %.2e (tol 1e-9)\n", sums[1], exact, rel);
   EXPECT_LE(rel, 1e-9);
-  for (std::size_t node = 1; node < leaves; ++node)
-    ASSERT_EQ(sums[node], sums[2 * node] + sums[2 * node + 1]) << "node " << node;
+  const GpuReplayBuffer::TreeExtremes extremes = gpu.read_tree_extremes();
+  EXPECT_EQ(kept_levels_mismatch(sums, extremes.min_positive, extremes.max), "");
   EXPECT_NEAR(sums[1], cpu.total_priority(), 1e-12 * sums[1]);
   // 1000 entries per call span two chunks of the update kernel, with indices repeated within and
   // across them: every leaf must hold the CPU's (last writable entry wins), to pow's rounding.

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "lib/core/device_buffer.h"
@@ -61,5 +62,14 @@ struct HostSample {
 };
 
 HostSample download(const DeviceSampledBatch& b, std::size_t dim);
+
+// The kept levels of the GPU trees (kernels/replay/replay_tree.cuh: heights 5, 10, ..., and the
+// root) against their definition, computed here from the stored nodes one binary level at a
+// time: every kept node of the sum, min and max trees [2P] must equal the pairwise combination
+// (left + right, fmin, fmax) of its descendants at the kept height below, bit for bit. Returns
+// "" when all do, else the first node that does not (its index, height and the two values).
+std::string kept_levels_mismatch(const std::vector<double>& sum,
+                                 const std::vector<double>& min_positive,
+                                 const std::vector<double>& max);
 
 }  // namespace resident::test
