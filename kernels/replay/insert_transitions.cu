@@ -5,11 +5,13 @@
 // (cursor + skipped + j) % capacity and that slot's generation grows by the number of rows of
 // the whole batch that wrote it, (skipped + j) / capacity + 1.
 //
-// copy_rows: one thread per (row, state element). Overwrites the slots' rows.
-// write_inserted_leaves: one block (one warp when n <= 32). Reads the live maximum priority (the
-//   max tree's root; 1.0 when no leaf is positive) before touching any leaf, sets the n leaves
-//   to it, bumps their generations, then recomputes the kept levels above them
-//   (replay_tree.cuh), and finally advances cursor by skipped + n and size.
+// n <= 64 rows (a DQN vector step): one launch of one 256-thread block, write_inserted_leaves
+// copying the rows as well. Larger batches: copy_rows (one thread per (row, state element),
+// grid-stride) and then write_inserted_leaves (one 1024-thread block) without the copy.
+// write_inserted_leaves reads the live maximum priority (the max tree's root; 1.0 when no leaf
+//   is positive) before touching any leaf, sets the n leaves to it, bumps their generations,
+//   then recomputes the kept levels above them (replay_tree.cuh), and finally advances cursor by
+//   skipped + n and size. Rows, leaves and generations are overwritten.
 // Deterministic: every kept node is recomputed from its descendants, never accumulated.
 #include "kernels/replay/replay_kernels.h"
 #include "kernels/replay/replay_tree.cuh"
@@ -22,28 +24,48 @@ namespace resident::kernels {
 namespace {
 
 constexpr int kTreeBlock = 1024;
+constexpr std::uint32_t kSmallInsert = 64;  // rows copied by the tree kernel itself
+constexpr int kSmallInsertBlock = 256;
 
-__global__ void copy_rows(ReplayStorageView storage, const ReplayCounters* counters,
-                          std::uint32_t capacity, const float* states, const std::int32_t* actions,
-                          const float* rewards, const float* next_states,
-                          const std::uint8_t* dones, std::uint32_t n, std::uint32_t skipped) {
-  const std::uint32_t cursor = static_cast<std::uint32_t>(
-      (std::uint64_t{counters->cursor} + skipped) % capacity);
+// The rows of an inserted batch ([n, state_dim] states and next states, [n] the rest).
+struct InsertedRows {
+  const float* states = nullptr;
+  const std::int32_t* actions = nullptr;
+  const float* rewards = nullptr;
+  const float* next_states = nullptr;
+  const std::uint8_t* dones = nullptr;
+};
+
+// Elements first, first + stride, ... of the n x state_dim batch, each with its row's scalars at
+// column 0, to slots (cursor + row) % capacity.
+__device__ inline void copy_row_elements(const ReplayStorageView& storage, std::uint32_t capacity,
+                                         std::uint32_t cursor, const InsertedRows& rows,
+                                         std::uint32_t n, std::uint64_t first,
+                                         std::uint64_t stride) {
   const std::uint64_t dim = storage.state_dim;
   const std::uint64_t total = std::uint64_t{n} * dim;
-  for (std::uint64_t i = blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x; i < total;
-       i += std::uint64_t{gridDim.x} * blockDim.x) {
+  for (std::uint64_t i = first; i < total; i += stride) {
     const std::uint64_t row = i / dim;
     const std::uint64_t col = i - row * dim;
     const std::uint64_t slot = (cursor + row) % capacity;
-    storage.states[slot * dim + col] = states[i];
-    storage.next_states[slot * dim + col] = next_states[i];
+    storage.states[slot * dim + col] = rows.states[i];
+    storage.next_states[slot * dim + col] = rows.next_states[i];
     if (col == 0) {
-      storage.actions[slot] = actions[row];
-      storage.rewards[slot] = rewards[row];
-      storage.dones[slot] = dones[row];
+      storage.actions[slot] = rows.actions[row];
+      storage.rewards[slot] = rows.rewards[row];
+      storage.dones[slot] = rows.dones[row];
     }
   }
+}
+
+__global__ void copy_rows(ReplayStorageView storage, const ReplayCounters* counters,
+                          std::uint32_t capacity, InsertedRows rows, std::uint32_t n,
+                          std::uint32_t skipped) {
+  const std::uint32_t cursor = static_cast<std::uint32_t>(
+      (std::uint64_t{counters->cursor} + skipped) % capacity);
+  copy_row_elements(storage, capacity, cursor, rows, n,
+                    blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x,
+                    std::uint64_t{gridDim.x} * blockDim.x);
 }
 
 // The live maximum priority a new leaf gets (1.0 when no leaf is positive).
@@ -59,16 +81,20 @@ __device__ inline void advance_counters(ReplayCounters* counters, std::uint64_t 
   counters->size = static_cast<std::uint32_t>(size < capacity ? size : capacity);
 }
 
-// Leaves, generations, then the kept levels (replay_tree.cuh) lowest first: each one's touched
-// nodes are one or two contiguous ranges (before and after a wrap), recomputed one quad of lanes
-// per node, a block barrier between kept levels. Any block size that is a multiple of 32.
+// The rows too when rows.states is set (a small batch: one launch), then the leaves,
+// generations and the kept levels (replay_tree.cuh) lowest first: each one's touched nodes are
+// one or two contiguous ranges (before and after a wrap), each node recomputed by one quad of
+// lanes, a block barrier between kept levels. Any block size that is a multiple of 32.
 __global__ void __launch_bounds__(kTreeBlock)
-    write_inserted_leaves(ReplayTreeView tree, std::uint32_t* generations,
-                          ReplayCounters* counters, std::uint32_t n, std::uint32_t skipped) {
+    write_inserted_leaves(ReplayStorageView storage, ReplayTreeView tree, ReplayCounters* counters,
+                          InsertedRows rows, std::uint32_t n, std::uint32_t skipped) {
   __shared__ double new_priority;
+  std::uint32_t* generations = storage.generations;
   const std::uint32_t capacity = tree.capacity;
   const std::uint32_t cursor = static_cast<std::uint32_t>(
       (std::uint64_t{counters->cursor} + skipped) % capacity);
+  if (rows.states != nullptr)
+    copy_row_elements(storage, capacity, cursor, rows, n, threadIdx.x, blockDim.x);
   if (threadIdx.x == 0) new_priority = new_leaf_priority(tree);
   __syncthreads();  // the root (a leaf when P = 1) is read before any leaf is written
   for (std::uint32_t i = threadIdx.x; i < n; i += blockDim.x) {
@@ -114,15 +140,19 @@ void launch_insert_transitions(ReplayStorageView storage, ReplayTreeView tree,
                                std::uint32_t n, std::uint32_t skipped, cudaStream_t stream) {
   const NvtxRange range("replay/insert");
   if (n == 0) return;
+  const InsertedRows rows{states, actions, rewards, next_states, dones};
+  if (n <= kSmallInsert) {  // a DQN vector step: rows, leaves and kept levels in one launch
+    write_inserted_leaves<<<1, kSmallInsertBlock, 0, stream>>>(storage, tree, counters, rows, n,
+                                                               skipped);
+    RESIDENT_CHECK_LAUNCH("write_inserted_leaves");
+    return;
+  }
   const std::uint64_t total = std::uint64_t{n} * storage.state_dim;
   const unsigned blocks = grid_stride_blocks(total, 256, 4096);
-  copy_rows<<<blocks, 256, 0, stream>>>(storage, counters, tree.capacity, states, actions, rewards,
-                                         next_states, dones, n, skipped);
+  copy_rows<<<blocks, 256, 0, stream>>>(storage, counters, tree.capacity, rows, n, skipped);
   RESIDENT_CHECK_LAUNCH("copy_rows");
-  // One warp for a batch of up to 32 rows (its kept levels touch at most two nodes each).
-  const unsigned tree_threads = n <= 32 ? 32 : kTreeBlock;
-  write_inserted_leaves<<<1, tree_threads, 0, stream>>>(tree, storage.generations, counters, n,
-                                                        skipped);
+  write_inserted_leaves<<<1, kTreeBlock, 0, stream>>>(storage, tree, counters, InsertedRows{}, n,
+                                                      skipped);
   RESIDENT_CHECK_LAUNCH("write_inserted_leaves");
 }
 

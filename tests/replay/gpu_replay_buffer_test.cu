@@ -273,12 +273,12 @@ TEST(GpuReplay, UpdateMatchesCpuAtBlockShapeBoundaries) {
   }
 }
 
-// The insert's tree kernel: one warp for up to 32 rows, one block above, either with two ranges
-// after a wrap. Repeated inserts of 1 to 40 rows, with priority updates between them so the live
-// maximum moves, into capacities that wrap often (depths 0, 4, 7, 10 and 13: no kept level, the
+// The insert's two paths: up to 64 rows in one 256-thread launch that copies the rows too, more
+// rows copied apart and a 1024-thread tree block; either with two ranges after a wrap. Repeated
+// inserts of 1 to 100 rows, with priority updates between them so the live maximum moves, into capacities that wrap often (depths 0, 4, 7, 10 and 13: no kept level, the
 // root alone, a short and a full top step): every leaf is the CPU's, every kept node of the sum,
 // min and max trees the combination of its descendants, and the cursor and size agree.
-TEST(GpuReplay, InsertKeepsTheTreesExactOnWarpAndBlockPaths) {
+TEST(GpuReplay, InsertKeepsTheTreesExactOnBothPaths) {
   RESIDENT_REQUIRE_GPU();
   for (const std::size_t capacity : {1u, 10u, 100u, 1024u, 4097u}) {
     const ReplayConfig config =
@@ -288,7 +288,7 @@ TEST(GpuReplay, InsertKeepsTheTreesExactOnWarpAndBlockPaths) {
     CpuReplayBuffer cpu(config);
     std::mt19937_64 rng(400 + capacity);
     std::lognormal_distribution<float> magnitude(0.0f, 1.5f);
-    const std::size_t sizes[] = {1, 2, 7, 31, 32, 33, 40, 16, 3};
+    const std::size_t sizes[] = {1, 2, 7, 31, 32, 33, 40, 16, 3, 64, 65, 100};
     for (std::size_t round = 0; round < 45; ++round) {
       const std::size_t n = sizes[round % std::size(sizes)];
       const std::string where = "capacity " + std::to_string(capacity) + ", round " +
