@@ -62,6 +62,8 @@ __global__ void __launch_bounds__(kThreads)
     double priority = 0.0;
     if (t < chunk) {
       slot = indices[e];
+      // The descendant groups step 4 reads: their L2 misses overlap this step's loads.
+      if (slot < size) prefetch_kept_groups(tree, tree.leaves + slot);
       priority = priority_of(td_errors[e], params);
       if (!isfinite(priority))
         ++nonfinite;
