@@ -4,14 +4,18 @@
 // syncs), same config, same env and gradient steps, in one run:
 //   dqn_epoch/resident      contract: 0 bulk D2H, 0 H2D, <= 2 scalar D2H, <= 2 syncs per epoch
 //   dqn_epoch/host_staged   no contract limits (its transfers are the point)
-//   dqn_epoch/resident_unfused  the resident pipeline with the gradient step on the GEMM path
-//                           (DqnConfig::fused_train_step off; both rows above use the fused step)
+//   dqn_epoch/resident_unfused  the resident pipeline with the gradient step and acting on the
+//                           GEMM path (DqnConfig::fused_train_step and fused_acting off; the rows
+//                           above use both fused kernels)
+//   dqn_epoch/resident_gemm_acting  the fused gradient step, acting on the GEMM path (what the
+//                           fused acting kernel saves)
 // Default config: trading env on a synthetic market, window 9 x 7 features + position = 64-dim
 // observations, 32 envs, MLP 64-256-256-3, replay capacity 1e6, batch 256.
 // Targets (H200): resident >= 5x host-staged; >= 20k gradient steps/s resident.
 #include <benchmark/benchmark.h>
 
 #include <memory>
+#include <string>
 
 #include "bench/harness.h"
 #include "lib/rl/dqn/dqn_trainer.h"
@@ -23,7 +27,13 @@ using namespace resident::rl;
 
 constexpr std::size_t kStepsPerEpoch = 200;
 
-DqnConfig bench_config(DqnPipeline pipeline, bool fused_train_step) {
+// Which of the trainer's fused kernels a row uses.
+struct Fused {
+  bool train_step = true;
+  bool acting = true;
+};
+
+DqnConfig bench_config(DqnPipeline pipeline, Fused fused) {
   DqnConfig c;
   c.env = DqnEnvKind::Trading;
   c.trading.market.steps = 100000;
@@ -41,15 +51,18 @@ DqnConfig bench_config(DqnPipeline pipeline, bool fused_train_step) {
   c.target_update_period = 1;
   c.steps_per_epoch = kStepsPerEpoch;
   c.pipeline = pipeline;
-  c.fused_train_step = fused_train_step;
+  c.fused_train_step = fused.train_step;
+  c.fused_acting = fused.acting;
   c.seed = 1;
   return c;
 }
 
-void BM_dqn_epoch(benchmark::State& state, DqnPipeline pipeline, bool fused_train_step) {
-  const DqnConfig config = bench_config(pipeline, fused_train_step);
+void BM_dqn_epoch(benchmark::State& state, DqnPipeline pipeline, Fused fused) {
+  const DqnConfig config = bench_config(pipeline, fused);
   DqnTrainer trainer(config);
-  state.SetLabel(trainer.fused_train_step() ? "fused gradient step (one kernel)" : "GEMM path");
+  state.SetLabel(std::string("gradient step: ") +
+                 (trainer.fused_train_step() ? "fused" : "GEMM path") +
+                 ", acting: " + (trainer.fused_acting() ? "fused" : "GEMM path"));
   audit::TransferContract contract;  // host-staged: no limits
   if (pipeline == DqnPipeline::Resident) {
     contract.max_d2h_scalar = DqnEpochContract::max_d2h_scalar;
@@ -80,13 +93,16 @@ int main(int argc, char** argv) {
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 2;
   bench::add_context();
   bench::configure(benchmark::RegisterBenchmark("dqn_epoch/resident", BM_dqn_epoch,
-                                                DqnPipeline::Resident, true))
+                                                DqnPipeline::Resident, Fused{}))
       ->Iterations(10);
   bench::configure(benchmark::RegisterBenchmark("dqn_epoch/resident_unfused", BM_dqn_epoch,
-                                                DqnPipeline::Resident, false))
+                                                DqnPipeline::Resident, Fused{false, false}))
+      ->Iterations(10);
+  bench::configure(benchmark::RegisterBenchmark("dqn_epoch/resident_gemm_acting", BM_dqn_epoch,
+                                                DqnPipeline::Resident, Fused{true, false}))
       ->Iterations(10);
   bench::configure(benchmark::RegisterBenchmark("dqn_epoch/host_staged", BM_dqn_epoch,
-                                                DqnPipeline::HostStaged, true))
+                                                DqnPipeline::HostStaged, Fused{}))
       ->Iterations(5);
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

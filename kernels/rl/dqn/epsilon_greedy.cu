@@ -2,8 +2,7 @@
 #include "kernels/rl/dqn/epsilon_greedy.h"
 
 #include "kernels/core/launch_config.h"
-#include "kernels/core/philox.cuh"
-#include "kernels/rl/dqn/greedy_action.cuh"
+#include "kernels/rl/dqn/epsilon_greedy_action.cuh"
 #include "lib/core/error.h"
 #include "lib/core/nvtx_range.h"
 
@@ -18,18 +17,8 @@ __global__ void epsilon_greedy(std::int32_t* actions, const float* q_values, std
   const double epsilon = epsilon_at(schedule, step * env_count);
   for (std::size_t n = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
        n < env_count; n += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
-    curandStatePhilox4_32_10_t rng = philox_state(PhiloxKey{philox_seed, 4 * step}, n);
-    const unsigned d0 = curand(&rng);
-    const unsigned d1 = curand(&rng);
-    const double u0 = static_cast<double>(d0 >> 8) * 0x1.0p-24;
-    const double u1 = static_cast<double>(d1 >> 8) * 0x1.0p-24;
-    std::int32_t action = 0;
-    if (u0 < epsilon) {
-      std::size_t a = static_cast<std::size_t>(u1 * static_cast<double>(action_count));
-      action = static_cast<std::int32_t>(a < action_count ? a : action_count - 1);
-    } else {
-      action = static_cast<std::int32_t>(greedy_action(q_values + n * action_count, action_count));
-    }
+    const std::int32_t action = epsilon_greedy_action(q_values + n * action_count, action_count,
+                                                      epsilon, philox_seed, step, n);
     actions[n] = action;
   }
 }

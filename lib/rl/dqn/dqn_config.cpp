@@ -126,7 +126,7 @@ std::uint64_t config_hash(const DqnConfig& c) {
         .add(c.adamw.total_groups);
   h.add(c.max_grad_norm).add(c.huber_delta).add(c.tau).add(c.target_update_period);
   h.add(c.steps_per_epoch).add(c.return_window).add(c.allow_tf32);
-  h.add(static_cast<int>(c.pipeline)).add(c.seed).add(c.fused_train_step);
+  h.add(static_cast<int>(c.pipeline)).add(c.seed).add(c.fused_train_step).add(c.fused_acting);
   if (c.env == DqnEnvKind::Trading) {
     const DqnTradingConfig& t = c.trading;
     const SyntheticMarketConfig& m = t.market;

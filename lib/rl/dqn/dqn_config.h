@@ -60,6 +60,10 @@ struct DqnConfig {
   // nn::kFusedStepMaxBatch, a device that launches cooperative kernels. Both pipelines use it
   // (the host-staged one on its uploaded batch), so their difference stays the transfers.
   bool fused_train_step = true;
+  // Acting (the online forward over the N observations and the epsilon-greedy choice) as one
+  // cooperative kernel (kernels/rl/dqn/dqn_act_fused.h) where the network qualifies as above
+  // (any N); else the network's forward and the epsilon-greedy launch. Evaluation acts the same.
+  bool fused_acting = true;
   bool allow_tf32 = false;
   DqnPipeline pipeline = DqnPipeline::Resident;
   std::uint64_t seed = 0;

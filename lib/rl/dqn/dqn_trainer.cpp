@@ -147,7 +147,14 @@ DqnTrainer::DqnTrainer(const DqnConfig& config)
   online_->bind(init_seed, s);
   target_->bind(init_seed, s);
   explore_seed_ = mix_seed(config_.seed, kExploreStreamId);
-  if (config_.fused_train_step) set_up_fused_step();
+  if (config_.fused_train_step || config_.fused_acting) {
+    const std::vector<std::size_t> widths = fusable_widths();
+    if (!widths.empty()) {
+      set_up_online_views(widths);
+      if (config_.fused_train_step) set_up_fused_step(widths);
+      if (config_.fused_acting) set_up_fused_acting(widths);
+    }
+  }
 
   const ReplayConfig rc = replay_config(config_, d_);
   if (config_.pipeline == DqnPipeline::Resident)
@@ -200,9 +207,7 @@ kd::TrainMetricsState DqnTrainer::metrics_state() noexcept {
 
 void DqnTrainer::collect_step() {
   const cudaStream_t s = context_.stream();
-  const float* q = online_->forward(context_, current_obs_.data(), n_);
-  kd::launch_epsilon_greedy(actions_.data(), q, n_, a_, config_.epsilon,
-                            tracker_counters_.data() + kd::kVectorSteps, explore_seed_, s);
+  act(current_obs_.data(), config_.epsilon, tracker_counters_.data() + kd::kVectorSteps);
   env_->step(actions_.data(), s);
   kd::launch_transition_assembly(
       {trans_states_.data(), trans_next_states_.data(), trans_dones_.data(), current_obs_.data()},
@@ -211,30 +216,47 @@ void DqnTrainer::collect_step() {
                              env_->truncated(), n_, s);
 }
 
-void DqnTrainer::set_up_fused_step() {
+std::vector<std::size_t> DqnTrainer::fusable_widths() const {
   std::vector<std::size_t> widths{d_};
   widths.insert(widths.end(), config_.hidden.begin(), config_.hidden.end());
   widths.push_back(a_);
   const nn::MlpConfig& mc = online_->mlp().config();
-  // TF32 (allow_tf32) is the GEMM path's: the fused step computes in fp32 only.
+  // TF32 (allow_tf32) is the GEMM path's: the fused kernels compute in fp32 only.
   if (config_.dueling || config_.allow_tf32 || !mc.bias || mc.backend != nn::GemmBackend::Cublas ||
-      b_ > nn::kFusedStepMaxBatch || !kernels::fused_step_supports(widths))
-    return;
+      !kernels::fused_step_supports(widths))
+    return {};
   int device = 0, cooperative = 0;
   RESIDENT_CUDA_CHECK(cudaGetDevice(&device));
   RESIDENT_CUDA_CHECK(cudaDeviceGetAttribute(&cooperative, cudaDevAttrCooperativeLaunch, device));
-  if (cooperative == 0) return;
+  if (cooperative == 0) return {};
+  return widths;
+}
+
+void DqnTrainer::set_up_online_views(const std::vector<std::size_t>& widths) {
+  const nn::MlpConfig& mc = online_->mlp().config();
   const std::size_t layers = widths.size() - 1;
-  const auto scratch = [&](std::size_t floats) { return fused_buffers_.emplace_back(floats).data(); };
-  fused_online_.layers = fused_target_.network.layers = layers;
-  fused_online_.hidden_activation = fused_target_.network.hidden_activation = mc.hidden_activation;
-  for (std::size_t l = 0; l <= layers; ++l) fused_online_.widths[l] = fused_target_.network.widths[l] = widths[l];
+  fused_online_.layers = layers;
+  fused_online_.hidden_activation = mc.hidden_activation;
+  for (std::size_t l = 0; l <= layers; ++l) fused_online_.widths[l] = widths[l];
   for (std::size_t l = 0; l < layers; ++l) {
     const std::string weight = online_->mlp().weight_name(l), bias = online_->mlp().bias_name(l);
     fused_online_.weights[l] = online_slab_.param(weight);
     fused_online_.biases[l] = online_slab_.param(bias);
     fused_online_.weight_grads[l] = online_slab_.grad(weight);
     fused_online_.bias_grads[l] = online_slab_.grad(bias);
+  }
+}
+
+void DqnTrainer::set_up_fused_step(const std::vector<std::size_t>& widths) {
+  if (b_ > nn::kFusedStepMaxBatch) return;
+  const nn::MlpConfig& mc = online_->mlp().config();
+  const std::size_t layers = widths.size() - 1;
+  const auto scratch = [&](std::size_t floats) { return fused_buffers_.emplace_back(floats).data(); };
+  fused_target_.network.layers = layers;
+  fused_target_.network.hidden_activation = mc.hidden_activation;
+  for (std::size_t l = 0; l <= layers; ++l) fused_target_.network.widths[l] = widths[l];
+  for (std::size_t l = 0; l < layers; ++l) {
+    const std::string weight = online_->mlp().weight_name(l), bias = online_->mlp().bias_name(l);
     fused_target_.network.weights[l] = target_slab_.param(weight);
     fused_target_.network.biases[l] = target_slab_.param(bias);
     fused_online_scratch_.d_pre_activations[l] = scratch(b_ * widths[l + 1]);
@@ -259,6 +281,30 @@ void DqnTrainer::set_up_fused_step() {
                       .max_norm = static_cast<float>(config_.max_grad_norm),
                       .constants = nn::adamw_constants(config_.adamw, "DqnTrainer")};
   fused_grid_ = grid;
+}
+
+void DqnTrainer::set_up_fused_acting(const std::vector<std::size_t>& widths) {
+  const std::size_t layers = widths.size() - 1;
+  const auto scratch = [&](std::size_t floats) { return fused_buffers_.emplace_back(floats).data(); };
+  for (std::size_t l = 0; l + 1 < layers; ++l) {  // hidden z and a of the N observations
+    act_scratch_.pre_activations[l] = scratch(n_ * widths[l + 1]);
+    act_scratch_.activations[l] = scratch(n_ * widths[l + 1]);
+  }
+  act_q_ = DeviceBuffer<float>(n_ * a_);
+  act_grid_ = kd::dqn_act_fused_grid(widths, n_, online_->mlp().config().hidden_activation);
+}
+
+void DqnTrainer::act(const float* observations, const kd::EpsilonSchedule& schedule,
+                     const std::uint64_t* vector_step) {
+  const cudaStream_t s = context_.stream();
+  if (fused_acting()) {
+    kd::launch_dqn_act_fused(actions_.data(), act_q_.data(), fused_online_, act_scratch_,
+                             observations, n_, {schedule, vector_step, explore_seed_}, act_grid_,
+                             s);
+    return;
+  }
+  const float* q = online_->forward(context_, observations, n_);
+  kd::launch_epsilon_greedy(actions_.data(), q, n_, a_, schedule, vector_step, explore_seed_, s);
 }
 
 void DqnTrainer::train_on_batch(const SampleView& batch) {
@@ -442,9 +488,7 @@ std::vector<float> DqnTrainer::evaluate_greedy(std::size_t vector_steps, std::si
                                      max_episodes};
   const kd::EpsilonSchedule greedy{0.0, 0.0, 0};
   for (std::size_t k = 0; k < vector_steps; ++k) {
-    const float* q = online_->forward(context_, current_obs_.data(), n_);
-    kd::launch_epsilon_greedy(actions_.data(), q, n_, a_, greedy,
-                              counters.data() + kd::kVectorSteps, explore_seed_, s);
+    act(current_obs_.data(), greedy, counters.data() + kd::kVectorSteps);
     env_->step(actions_.data(), s);
     kd::launch_transition_assembly({trans_states_.data(), trans_next_states_.data(),
                                     trans_dones_.data(), current_obs_.data()},

@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "kernels/nn/mlp_train_step_fused.h"
+#include "kernels/rl/dqn/dqn_act_fused.h"
 #include "kernels/rl/dqn/dqn_train_step_fused.h"
 #include "kernels/rl/dqn/epoch_summary.h"
 #include "lib/core/device_buffer.h"
@@ -106,6 +107,8 @@ class DqnTrainer {
   std::size_t warmup_vector_steps() const noexcept { return warmup_vector_steps_; }
   // True when a gradient step is the one fused kernel (DqnConfig::fused_train_step).
   bool fused_train_step() const noexcept { return fused_grid_ != 0; }
+  // True when acting (forward + epsilon-greedy) is the one fused kernel (DqnConfig::fused_acting).
+  bool fused_acting() const noexcept { return act_grid_ != 0; }
 
  private:
   struct HostStaging;
@@ -150,9 +153,20 @@ class DqnTrainer {
   DeviceBuffer<double> epoch_return_sum_, epoch_loss_sum_;
   // Train step scratch.
   DeviceBuffer<float> td_errors_, loss_, d_q_;
-  // The fused gradient step (config fused_train_step; grid 0: not used): its views and scratch.
-  void set_up_fused_step();
+  // The fused kernels (config fused_train_step, fused_acting; grid 0: not used): where they take
+  // the Q-network, its widths ({obs, hidden..., A}; empty: nowhere), then their views and scratch.
+  std::vector<std::size_t> fusable_widths() const;
+  void set_up_online_views(const std::vector<std::size_t>& widths);
+  void set_up_fused_step(const std::vector<std::size_t>& widths);
+  void set_up_fused_acting(const std::vector<std::size_t>& widths);
+  // actions_ from the online network on observations [N, d] (epsilon-greedy with `schedule` at
+  // *vector_step): the fused kernel, or the network's forward and the epsilon-greedy launch.
+  void act(const float* observations, const kernels::dqn::EpsilonSchedule& schedule,
+           const std::uint64_t* vector_step);
   unsigned fused_grid_ = 0;
+  unsigned act_grid_ = 0;
+  kernels::FusedStepScratch act_scratch_;  // hidden z and a [N, width]
+  DeviceBuffer<float> act_q_;              // [N, A]
   std::vector<DeviceBuffer<float>> fused_buffers_;
   DeviceBuffer<double> fused_norm_partials_;
   kernels::FusedStepMlp fused_online_;

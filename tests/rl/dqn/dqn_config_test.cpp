@@ -72,6 +72,14 @@ TEST(DqnConfig, HashFollowsTrainingFieldsButNotTheGraphSwitch) {
   EXPECT_EQ(config_hash(a), config_hash(b));
   b.adamw.lr = 1e-3;
   EXPECT_NE(config_hash(a), config_hash(b));
+  // The fused kernels round differently from the GEMM path: a checkpoint records which ran.
+  DqnConfig gemm_acting;
+  gemm_acting.fused_acting = false;
+  EXPECT_NE(config_hash(a), config_hash(gemm_acting));
+  DqnConfig gemm_step;
+  gemm_step.fused_train_step = false;
+  EXPECT_NE(config_hash(a), config_hash(gemm_step));
+  EXPECT_NE(config_hash(gemm_acting), config_hash(gemm_step));
 }
 
 class DqnCheckpointFile : public ::testing::Test {

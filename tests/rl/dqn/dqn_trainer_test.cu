@@ -80,9 +80,12 @@ TEST_P(DqnGraphVsEager, GraphReplaysEqualEagerStepsBitForBit) {
   DqnConfig eager_config = graphed_config;
   eager_config.use_graph = false;
   DqnTrainer graphed(graphed_config), eager(eager_config);
-  // The gradient step is the fused kernel except with the dueling head (which it does not take).
+  // The gradient step and acting are the fused kernels except with the dueling head (which
+  // they do not take).
   EXPECT_EQ(graphed.fused_train_step(), !dueling);
   EXPECT_EQ(eager.fused_train_step(), !dueling);
+  EXPECT_EQ(graphed.fused_acting(), !dueling);
+  EXPECT_EQ(eager.fused_acting(), !dueling);
   ASSERT_EQ(snapshot(graphed), snapshot(eager)) << "same seed, same initial state";
   for (int epoch = 0; epoch < 4; ++epoch) {
     const DqnEpochMetrics g = graphed.train_epoch(), e = eager.train_epoch();
