@@ -149,9 +149,8 @@ std::size_t fused_step_loss_partials(std::size_t batch) noexcept {
   return head_tiles_on_host(batch);
 }
 
-void check_fused_step_views(const char* op, const FusedStepMlp& mlp,
-                            const FusedStepScratch& scratch, const FusedStepOptimizer& optimizer,
-                            std::size_t batch, unsigned grid) {
+void check_fused_network(const char* op, const FusedStepMlp& mlp, const FusedStepScratch& scratch,
+                         bool with_grads) {
   const auto fail = [op](const std::string& detail, int line) {
     throw Error(op, "invalid argument", detail, __FILE__, line);
   };
@@ -161,16 +160,29 @@ void check_fused_step_views(const char* op, const FusedStepMlp& mlp,
   if (!fused_step_supports(std::span<const std::size_t>(mlp.widths, mlp.layers + 1)))
     fail("output width = " + std::to_string(mlp.widths[mlp.layers]) + ", allowed 1 to " +
              std::to_string(kFusedStepMaxOut) + " (and every width >= 1)", __LINE__);
-  if (batch == 0 || batch > (1u << 24))
-    fail("batch = " + std::to_string(batch) + ", allowed 1 to 2^24", __LINE__);
-  if (grid == 0) fail("grid = 0 (use the step's grid function)", __LINE__);
   for (std::size_t l = 0; l < mlp.layers; ++l) {
-    if (mlp.weights[l] == nullptr || mlp.biases[l] == nullptr || mlp.weight_grads[l] == nullptr ||
-        mlp.bias_grads[l] == nullptr || scratch.d_pre_activations[l] == nullptr)
-      fail("layer " + std::to_string(l) + ": a weight, bias, gradient or dz view is null", __LINE__);
+    if (mlp.weights[l] == nullptr || mlp.biases[l] == nullptr ||
+        (with_grads && (mlp.weight_grads[l] == nullptr || mlp.bias_grads[l] == nullptr)))
+      fail("layer " + std::to_string(l) + ": a weight or bias view" +
+               (with_grads ? " or their gradient" : "") + " is null", __LINE__);
     if (l + 1 < mlp.layers && (scratch.pre_activations[l] == nullptr || scratch.activations[l] == nullptr))
       fail("hidden layer " + std::to_string(l) + ": a z or a scratch view is null", __LINE__);
   }
+}
+
+void check_fused_step_views(const char* op, const FusedStepMlp& mlp,
+                            const FusedStepScratch& scratch, const FusedStepOptimizer& optimizer,
+                            std::size_t batch, unsigned grid) {
+  const auto fail = [op](const std::string& detail, int line) {
+    throw Error(op, "invalid argument", detail, __FILE__, line);
+  };
+  check_fused_network(op, mlp, scratch, /*with_grads=*/true);
+  if (batch == 0 || batch > (1u << 24))
+    fail("batch = " + std::to_string(batch) + ", allowed 1 to 2^24", __LINE__);
+  if (grid == 0) fail("grid = 0 (use the step's grid function)", __LINE__);
+  for (std::size_t l = 0; l < mlp.layers; ++l)
+    if (scratch.d_pre_activations[l] == nullptr)
+      fail("layer " + std::to_string(l) + ": the dz view is null", __LINE__);
   if (scratch.loss_partials == nullptr || scratch.norm_partials == nullptr)
     fail("the loss or norm partials are null", __LINE__);
   if (optimizer.params == nullptr || optimizer.m == nullptr || optimizer.v == nullptr ||

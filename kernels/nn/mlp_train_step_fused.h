@@ -77,6 +77,13 @@ std::size_t fused_step_loss_partials(std::size_t batch) noexcept;
 unsigned fused_step_grid(std::span<const std::size_t> widths, std::size_t batch,
                          const Activation& hidden_activation);
 
+// Checks the network views of a fused kernel: 2 to 4 layers, fused_step_supports(widths), every
+// weight and bias (and, with_grads, every gradient) view and every hidden layer's z and a scratch
+// non-null; throws resident::Error naming `op`, the value and the limit. Shared by the fused
+// steps' and the fused DQN acting kernel's launchers.
+void check_fused_network(const char* op, const FusedStepMlp& mlp, const FusedStepScratch& scratch,
+                         bool with_grads);
+
 // Checks the views a fused step launch uses (the MLP's and the optimizer's; the output width at
 // most kFusedStepMaxOut, 2 to 4 layers, batch 1 to 2^24, grid > 0, alignment, max_norm > 0) and
 // throws resident::Error naming `op`, the value and the limit. Shared by the fused steps'

@@ -110,22 +110,10 @@ void launch_dqn_act_fused(std::int32_t* actions, float* q_values, const FusedSte
   const auto fail = [op](const std::string& detail, int line) {
     throw Error(op, "invalid argument", detail, __FILE__, line);
   };
-  if (online.layers < 2 || online.layers > kFusedStepMaxLayers)
-    fail("layers = " + std::to_string(online.layers) + ", allowed 2 to " +
-             std::to_string(kFusedStepMaxLayers), __LINE__);
-  if (!fused_step_supports(std::span<const std::size_t>(online.widths, online.layers + 1)))
-    fail("output width = " + std::to_string(online.widths[online.layers]) + ", allowed 1 to " +
-             std::to_string(kFusedStepMaxOut) + " (and every width >= 1)", __LINE__);
+  check_fused_network(op, online, scratch, /*with_grads=*/false);
   if (env_count == 0 || env_count > (1u << 24))
     fail("env_count = " + std::to_string(env_count) + ", allowed 1 to 2^24", __LINE__);
   if (grid == 0) fail("grid = 0 (use dqn_act_fused_grid)", __LINE__);
-  for (std::size_t l = 0; l < online.layers; ++l) {
-    if (online.weights[l] == nullptr || online.biases[l] == nullptr)
-      fail("layer " + std::to_string(l) + ": a weight or bias view is null", __LINE__);
-    if (l + 1 < online.layers &&
-        (scratch.pre_activations[l] == nullptr || scratch.activations[l] == nullptr))
-      fail("hidden layer " + std::to_string(l) + ": a z or a scratch view is null", __LINE__);
-  }
   if (actions == nullptr || q_values == nullptr || observations == nullptr)
     fail(std::string(actions == nullptr ? "actions" : q_values == nullptr ? "q_values" : "observations") +
              " is null", __LINE__);
