@@ -81,19 +81,20 @@ __device__ inline void advance_counters(ReplayCounters* counters, std::uint64_t 
   counters->size = static_cast<std::uint32_t>(size < capacity ? size : capacity);
 }
 
-// The rows too when rows.states is set (a small batch: one launch), then the leaves,
+// The rows too when copy_rows_too (a small batch: one launch), then the leaves,
 // generations and the kept levels (replay_tree.cuh) lowest first: each one's touched nodes are
 // one or two contiguous ranges (before and after a wrap), each node recomputed by one quad of
 // lanes, a block barrier between kept levels. Any block size that is a multiple of 32.
 __global__ void __launch_bounds__(kTreeBlock)
     write_inserted_leaves(ReplayStorageView storage, ReplayTreeView tree, ReplayCounters* counters,
-                          InsertedRows rows, std::uint32_t n, std::uint32_t skipped) {
+                          InsertedRows rows, bool copy_rows_too, std::uint32_t n,
+                          std::uint32_t skipped) {
   __shared__ double new_priority;
   std::uint32_t* generations = storage.generations;
   const std::uint32_t capacity = tree.capacity;
   const std::uint32_t cursor = static_cast<std::uint32_t>(
       (std::uint64_t{counters->cursor} + skipped) % capacity);
-  if (rows.states != nullptr)
+  if (copy_rows_too)
     copy_row_elements(storage, capacity, cursor, rows, n, threadIdx.x, blockDim.x);
   if (threadIdx.x == 0) new_priority = new_leaf_priority(tree);
   __syncthreads();  // the root (a leaf when P = 1) is read before any leaf is written
@@ -142,8 +143,8 @@ void launch_insert_transitions(ReplayStorageView storage, ReplayTreeView tree,
   if (n == 0) return;
   const InsertedRows rows{states, actions, rewards, next_states, dones};
   if (n <= kSmallInsert) {  // a DQN vector step: rows, leaves and kept levels in one launch
-    write_inserted_leaves<<<1, kSmallInsertBlock, 0, stream>>>(storage, tree, counters, rows, n,
-                                                               skipped);
+    write_inserted_leaves<<<1, kSmallInsertBlock, 0, stream>>>(storage, tree, counters, rows,
+                                                               true, n, skipped);
     RESIDENT_CHECK_LAUNCH("write_inserted_leaves");
     return;
   }
@@ -151,8 +152,8 @@ void launch_insert_transitions(ReplayStorageView storage, ReplayTreeView tree,
   const unsigned blocks = grid_stride_blocks(total, 256, 4096);
   copy_rows<<<blocks, 256, 0, stream>>>(storage, counters, tree.capacity, rows, n, skipped);
   RESIDENT_CHECK_LAUNCH("copy_rows");
-  write_inserted_leaves<<<1, kTreeBlock, 0, stream>>>(storage, tree, counters, InsertedRows{}, n,
-                                                      skipped);
+  write_inserted_leaves<<<1, kTreeBlock, 0, stream>>>(storage, tree, counters, InsertedRows{},
+                                                      false, n, skipped);
   RESIDENT_CHECK_LAUNCH("write_inserted_leaves");
 }
 

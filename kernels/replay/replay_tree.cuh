@@ -47,11 +47,10 @@ __device__ inline void prefetch_kept_groups(const ReplayTreeView& tree, std::uin
     const int r = kept_step(below, depth);
     const int height = below + r;
     const std::uint32_t first = (leaf >> height) << r;
-    for (std::uint32_t d = 0; d < (1u << r); d += kLineDoubles) {
-      asm volatile("prefetch.global.L2 [%0];" ::"l"(tree.sum + first + d));
-      asm volatile("prefetch.global.L2 [%0];" ::"l"(tree.min_positive + first + d));
-      asm volatile("prefetch.global.L2 [%0];" ::"l"(tree.max + first + d));
-    }
+    for (std::uint32_t d = 0; d < (1u << r); d += kLineDoubles)
+      for (const double* line : {tree.sum + first + d, tree.min_positive + first + d,
+                                 tree.max + first + d})
+        asm volatile("{ .reg .u64 g; cvta.to.global.u64 g, %0; prefetch.global.L2 [g]; }" ::"l"(line));
     below = height;
   }
 }

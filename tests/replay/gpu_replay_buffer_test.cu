@@ -275,9 +275,11 @@ TEST(GpuReplay, UpdateMatchesCpuAtBlockShapeBoundaries) {
 
 // The insert's two paths: up to 64 rows in one 256-thread launch that copies the rows too, more
 // rows copied apart and a 1024-thread tree block; either with two ranges after a wrap. Repeated
-// inserts of 1 to 100 rows, with priority updates between them so the live maximum moves, into capacities that wrap often (depths 0, 4, 7, 10 and 13: no kept level, the
-// root alone, a short and a full top step): every leaf is the CPU's, every kept node of the sum,
-// min and max trees the combination of its descendants, and the cursor and size agree.
+// inserts of 1 to 100 rows, with priority updates between them so the live maximum moves, into
+// capacities that wrap often (depths 0, 4, 7, 10 and 13: no kept level, the root alone, a short
+// and a full top step): every leaf is the CPU's, every kept node of the sum, min and max trees
+// the combination of its descendants, the cursor and size agree, and draws with the same
+// uniforms return the same slots and rows (the copied rows, on both paths).
 TEST(GpuReplay, InsertKeepsTheTreesExactOnBothPaths) {
   RESIDENT_REQUIRE_GPU();
   for (const std::size_t capacity : {1u, 10u, 100u, 1024u, 4097u}) {
@@ -320,6 +322,14 @@ TEST(GpuReplay, InsertKeepsTheTreesExactOnBothPaths) {
             << where << ", slot " << slot;
       ASSERT_EQ(kept_levels_mismatch(sums, extremes.min_positive, extremes.max), "") << where;
       sync_cpu_priorities(gpu, cpu);  // the next insert's maximum, bit for bit on both sides
+      const std::size_t draws = std::min<std::size_t>(8, cpu.size());
+      std::vector<double> uniforms(draws);
+      for (double& u : uniforms) u = unit_uniform(rng);
+      const auto device_uniforms = to_device(uniforms);
+      SampledBatch want;
+      cpu.sample_with_uniforms(uniforms, want);
+      expect_same_sample(download(gpu.sample_with_uniforms(device_uniforms.data(), draws), kDim),
+                         want, where);
     }
   }
 }

@@ -93,6 +93,8 @@ std::size_t max_phase_tiles(std::span<const std::size_t> w, std::size_t rows) {
 unsigned dqn_act_fused_grid(std::span<const std::size_t> widths, std::size_t env_count,
                             const Activation& hidden_activation) {
   const char* op = "dqn_act_fused_grid";
+  if (env_count == 0)
+    throw Error(op, "invalid argument", "env_count = 0, must be >= 1", __FILE__, __LINE__);
   require_supported(op, widths, env_count);
   unsigned grid = 0;
   with_kernel(hidden_activation, op, [&](auto kernel) {

@@ -1,8 +1,8 @@
 // The fused DQN acting kernel (kernels/rl/dqn/dqn_act_fused.h) against the references, on fresh
 // random networks (non-zero biases) and observations, outputs poisoned first (actions -7, Q NaN).
-// Shapes: the DQN bench's 32 x (64-256-256-3) ReLU, CartPole's 1 x (4-64-64-2) ELU, 5 x (7-33-4)
-// tanh (two layers), and 70 x (10-40-30-20-6) GELU (four layers) on 3 blocks, so every block takes
-// several tiles and head rows. At three vector steps (epsilon 0.9, 0.585 and 0 on a linear
+// Shapes: the DQN bench's 32 x (64-256-256-3) ReLU, CartPole's 1 x (4-64-64-2) ELU, 33 x
+// (7-33-4) tanh (two layers; a row and a column past a 32-tile), and 70 x (10-40-30-20-6) GELU
+// (four layers) on 3 blocks, so every block takes several tiles and head rows. At three vector steps (epsilon 0.9, 0.585 and 0 on a linear
 // schedule): every Q-value against the double-precision forward of the same parameters; every
 // action exactly equal to the epsilon-greedy reference (its own Philox) on the kernel's Q-values;
 // and where the reference Q-values' best action leads the next by more than the Q tolerance, a
@@ -117,12 +117,13 @@ TEST_P(DqnActFused, ActionsAndQValuesMatchTheReferences) {
       double runner_up = -std::numeric_limits<double>::infinity();
       for (std::size_t a = 0; a < actions; ++a)
         if (a != best) runner_up = std::max(runner_up, row[a]);
-      const double margin = q_tolerance.atol + q_tolerance.rtol * std::fabs(row[best]);
-      if (row[best] - runner_up <= 2 * margin) continue;  // a near tie: rounding may decide
+      const double margin = 2 * q_tolerance.atol +
+                            q_tolerance.rtol * (std::fabs(row[best]) + std::fabs(runner_up));
+      if (row[best] - runner_up <= margin) continue;  // a near tie: rounding may decide
       ++decided;
       EXPECT_EQ(got[r], static_cast<std::int32_t>(best)) << at << ", env " << r;
     }
-    EXPECT_GT(decided, 0u) << at << ": every greedy row was a near tie";
+    if (n >= 5) EXPECT_GT(decided, 0u) << at << ": every greedy row was a near tie";
   }
 }
 
@@ -131,7 +132,7 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         ActCase{{64, 256, 256, 3}, 32, kernels::ActivationKind::Relu, 0, "bench 32 x 64-256-256-3"},
         ActCase{{4, 64, 64, 2}, 1, kernels::ActivationKind::Elu, 0, "cartpole 1 x 4-64-64-2"},
-        ActCase{{7, 33, 4}, 5, kernels::ActivationKind::Tanh, 0, "5 x 7-33-4 tanh"},
+        ActCase{{7, 33, 4}, 33, kernels::ActivationKind::Tanh, 0, "33 x 7-33-4 tanh"},
         ActCase{{10, 40, 30, 20, 6}, 70, kernels::ActivationKind::GeluTanh, 3,
                 "70 x 10-40-30-20-6 gelu on 3 blocks"}),
     [](const ::testing::TestParamInfo<ActCase>& info) {
@@ -186,7 +187,7 @@ TEST(DqnActFusedArguments, RefusesBadViewsNamingTheValue) {
   const std::vector<std::size_t> too_many_actions{4, 8, 40};
   expect_refused([&] { (void)kd::dqn_act_fused_grid(too_many_actions, 4, {}); }, "outputs");
   const std::vector<std::size_t> fine{4, 8, 2};
-  expect_refused([&] { (void)kd::dqn_act_fused_grid(fine, 0, {}); }, "batch = 0");
+  expect_refused([&] { (void)kd::dqn_act_fused_grid(fine, 0, {}); }, "env_count = 0");
 }
 
 }  // namespace
