@@ -9,6 +9,9 @@
 //                           above use both fused kernels)
 //   dqn_epoch/resident_gemm_acting  the fused gradient step, acting on the GEMM path (what the
 //                           fused acting kernel saves)
+//   dqn_epoch/resident_serial_update  every priority update in line (DqnConfig::
+//                           overlap_priority_update off; the other resident rows run a step's
+//                           last update beside the next step's collection)
 // Default config: trading env on a synthetic market, window 9 x 7 features + position = 64-dim
 // observations, 32 envs, MLP 64-256-256-3, replay capacity 1e6, batch 256.
 // Targets (H200): resident >= 5x host-staged; >= 20k gradient steps/s resident.
@@ -27,10 +30,12 @@ using namespace resident::rl;
 
 constexpr std::size_t kStepsPerEpoch = 200;
 
-// Which of the trainer's fused kernels a row uses.
+// Which of the trainer's fused kernels a row uses, and whether the last priority update of a
+// step runs beside the next step's collection.
 struct Fused {
   bool train_step = true;
   bool acting = true;
+  bool overlap_update = true;
 };
 
 DqnConfig bench_config(DqnPipeline pipeline, Fused fused) {
@@ -53,6 +58,7 @@ DqnConfig bench_config(DqnPipeline pipeline, Fused fused) {
   c.pipeline = pipeline;
   c.fused_train_step = fused.train_step;
   c.fused_acting = fused.acting;
+  c.overlap_priority_update = fused.overlap_update;
   c.seed = 1;
   return c;
 }
@@ -62,7 +68,8 @@ void BM_dqn_epoch(benchmark::State& state, DqnPipeline pipeline, Fused fused) {
   DqnTrainer trainer(config);
   state.SetLabel(std::string("gradient step: ") +
                  (trainer.fused_train_step() ? "fused" : "GEMM path") +
-                 ", acting: " + (trainer.fused_acting() ? "fused" : "GEMM path"));
+                 ", acting: " + (trainer.fused_acting() ? "fused" : "GEMM path") +
+                 (config.overlap_priority_update ? "" : ", serial priority update"));
   audit::TransferContract contract;  // host-staged: no limits
   if (pipeline == DqnPipeline::Resident) {
     contract.max_d2h_scalar = DqnEpochContract::max_d2h_scalar;
@@ -100,6 +107,9 @@ int main(int argc, char** argv) {
       ->Iterations(10);
   bench::configure(benchmark::RegisterBenchmark("dqn_epoch/resident_gemm_acting", BM_dqn_epoch,
                                                 DqnPipeline::Resident, Fused{true, false}))
+      ->Iterations(10);
+  bench::configure(benchmark::RegisterBenchmark("dqn_epoch/resident_serial_update", BM_dqn_epoch,
+                                                DqnPipeline::Resident, Fused{true, true, false}))
       ->Iterations(10);
   bench::configure(benchmark::RegisterBenchmark("dqn_epoch/host_staged", BM_dqn_epoch,
                                                 DqnPipeline::HostStaged, Fused{}))

@@ -24,6 +24,28 @@ Stream& Stream::operator=(Stream&& other) noexcept {
 
 void Stream::synchronize() const { RESIDENT_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
 
+Event::Event() { RESIDENT_CUDA_CHECK(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming)); }
+
+Event::~Event() {
+  if (event_ != nullptr) (void)cudaEventDestroy(event_);
+}
+
+Event::Event(Event&& other) noexcept : event_(std::exchange(other.event_, nullptr)) {}
+
+Event& Event::operator=(Event&& other) noexcept {
+  if (this != &other) {
+    if (event_ != nullptr) (void)cudaEventDestroy(event_);
+    event_ = std::exchange(other.event_, nullptr);
+  }
+  return *this;
+}
+
+void Event::record(cudaStream_t stream) const { RESIDENT_CUDA_CHECK(cudaEventRecord(event_, stream)); }
+
+void Event::make_wait(cudaStream_t stream) const {
+  RESIDENT_CUDA_CHECK(cudaStreamWaitEvent(stream, event_, 0));
+}
+
 CublasHandle::CublasHandle(cudaStream_t stream, void* workspace, std::size_t workspace_bytes,
                            bool allow_tf32) {
   RESIDENT_CUBLAS_CHECK(cublasCreate(&handle_));

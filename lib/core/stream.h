@@ -29,6 +29,26 @@ class Stream {
   cudaStream_t stream_ = nullptr;
 };
 
+// A CUDA event for ordering work between streams (timing disabled): record() on one stream,
+// make_wait() another on it. Capturable: inside a graph capture the two become a graph edge.
+class Event {
+ public:
+  Event();
+  ~Event();
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  Event(Event&& other) noexcept;
+  Event& operator=(Event&& other) noexcept;
+
+  cudaEvent_t get() const noexcept { return event_; }
+  void record(cudaStream_t stream) const;
+  // Work enqueued on `stream` after this call starts after the last record()'s work.
+  void make_wait(cudaStream_t stream) const;
+
+ private:
+  cudaEvent_t event_ = nullptr;
+};
+
 class CublasHandle {
  public:
   CublasHandle(cudaStream_t stream, void* workspace, std::size_t workspace_bytes, bool allow_tf32);

@@ -183,6 +183,12 @@ DeviceSampledBatch GpuReplayBuffer::draw(const double* device_uniforms, std::siz
 void GpuReplayBuffer::update_priorities(const std::uint32_t* indices,
                                         const std::uint32_t* generations, const float* td_errors,
                                         std::size_t count) {
+  update_priorities(indices, generations, td_errors, count, stream_);
+}
+
+void GpuReplayBuffer::update_priorities(const std::uint32_t* indices,
+                                        const std::uint32_t* generations, const float* td_errors,
+                                        std::size_t count, cudaStream_t stream) {
   if (count == 0) return;
   if (indices == nullptr || generations == nullptr || td_errors == nullptr)
     throw_invalid("GpuReplayBuffer::update_priorities", "an input array is null", __FILE__,
@@ -192,7 +198,7 @@ void GpuReplayBuffer::update_priorities(const std::uint32_t* indices,
                   "count = " + std::to_string(count) + ", allowed [0, 2147483647]", __FILE__,
                   __LINE__);
   kernels::launch_update_priorities(tree_view(), counters_.data(), generations_.data(), indices, generations, td_errors,
-                                    static_cast<std::uint32_t>(count), params_, stream_);
+                                    static_cast<std::uint32_t>(count), params_, stream);
 }
 
 void GpuReplayBuffer::throw_if_nonfinite(std::uint64_t nonfinite, std::uint64_t bad_index,

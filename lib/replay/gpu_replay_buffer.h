@@ -86,6 +86,11 @@ class GpuReplayBuffer {
   // p = (|td| + eps)^alpha for each entry, with the duplicate/stale/non-finite rules.
   void update_priorities(const std::uint32_t* indices, const std::uint32_t* generations,
                          const float* td_errors, std::size_t count);
+  // The same enqueued on `stream` instead of the buffer's: the caller orders it (events) after
+  // the work that wrote its inputs and before the buffer's next insert, sample or update, e.g. to
+  // run it beside work that does not touch the buffer (DqnTrainer's collection).
+  void update_priorities(const std::uint32_t* indices, const std::uint32_t* generations,
+                         const float* td_errors, std::size_t count, cudaStream_t stream);
 
   // The device counters (cursor, size, step, nonfinite, stale, bad_index).
   const kernels::ReplayCounters* device_counters() const noexcept { return counters_.data(); }

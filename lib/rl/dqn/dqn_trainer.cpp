@@ -350,7 +350,20 @@ void DqnTrainer::train_on_batch(const SampleView& batch) {
 
 void DqnTrainer::enqueue_step(bool train) {
   const NvtxRange range("dqn/step");
+  const cudaStream_t s = context_.stream();
+  // The previous step's last priority update beside this step's collection: it reads that
+  // step's sample views and td_errors_, which nothing here rewrites before the join.
+  const bool overlapped = update_pending_;
+  if (overlapped) {
+    fork_event_.record(s);
+    fork_event_.make_wait(side_stream_.get());
+    gpu_replay_->update_priorities(pending_sample_.indices, pending_sample_.generations,
+                                   td_errors_.data(), b_, side_stream_.get());
+    join_event_.record(side_stream_.get());
+    update_pending_ = false;
+  }
   collect_step();
+  if (overlapped) join_event_.make_wait(s);
   gpu_replay_->insert_batch({trans_states_.data(), actions_.data(), env_->rewards(),
                              trans_next_states_.data(), trans_dones_.data()},
                             n_);
@@ -359,22 +372,37 @@ void DqnTrainer::enqueue_step(bool train) {
     const DeviceSampledBatch sampled = gpu_replay_->sample(b_);
     train_on_batch({sampled.states, sampled.actions, sampled.rewards, sampled.next_states,
                     sampled.dones, sampled.is_weights, /*states_then_next_states=*/true});
-    gpu_replay_->update_priorities(sampled.indices, sampled.generations, td_errors_.data(), b_);
-    kd::launch_train_metrics(metrics_state(), loss_.data(), td_errors_.data(), b_,
-                             context_.stream());
+    if (config_.overlap_priority_update && g + 1 == config_.gradient_steps_per_env_step) {
+      pending_sample_ = sampled;  // updated beside the next step's collection
+      update_pending_ = true;
+    } else {
+      gpu_replay_->update_priorities(sampled.indices, sampled.generations, td_errors_.data(), b_);
+    }
+    kd::launch_train_metrics(metrics_state(), loss_.data(), td_errors_.data(), b_, s);
   }
+}
+
+void DqnTrainer::flush_pending_update() {
+  if (!update_pending_) return;
+  gpu_replay_->update_priorities(pending_sample_.indices, pending_sample_.generations,
+                                 td_errors_.data(), b_);
+  update_pending_ = false;
 }
 
 void DqnTrainer::capture(bool train) {
   cudaGraphExec_t& exec = train ? train_graph_ : collect_graph_;
   const cudaStream_t s = context_.stream();
   cudaGraph_t graph = nullptr;
+  const bool pending_before = update_pending_;  // a failed capture runs nothing of it
+  const DeviceSampledBatch pending_sample_before = pending_sample_;
   RESIDENT_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
   try {
     enqueue_step(train);
   } catch (...) {
     (void)cudaStreamEndCapture(s, &graph);
     if (graph != nullptr) (void)cudaGraphDestroy(graph);
+    update_pending_ = pending_before;
+    pending_sample_ = pending_sample_before;
     throw;
   }
   RESIDENT_CUDA_CHECK(cudaStreamEndCapture(s, &graph));
@@ -438,6 +466,10 @@ void DqnTrainer::step(bool train) {
     // Collection-only steps run eagerly: they are the warm-up, and the replay's host-side size
     // (which sample() checks when the train graph is captured) only counts host calls.
     enqueue_step(train);
+  } else if (config_.overlap_priority_update && !update_pending_) {
+    // The first train step of an epoch: no update pending from a previous step, unlike the
+    // steady state the train graph holds (its replays start with the pending update).
+    enqueue_step(train);
   } else {
     if (train_graph_ == nullptr) capture(true);
     RESIDENT_CUDA_CHECK(cudaGraphLaunch(train_graph_, context_.stream()));
@@ -451,6 +483,7 @@ DqnEpochMetrics DqnTrainer::train_epoch() {
   const cudaStream_t s = context_.stream();
   for (std::size_t k = 0; k < config_.steps_per_epoch; ++k)
     step(vector_steps_ >= warmup_vector_steps_);
+  flush_pending_update();  // an epoch's work is complete when it returns
   kd::launch_epoch_summary(summary_.data(), status_.data(), metrics_state(), tracker_state(), s);
   summary_readback_.enqueue(summary_.data(), s);
   status_readback_.enqueue(status_.data(), s);

@@ -126,6 +126,10 @@ class DqnTrainer {
 
   void step(bool train);          // one whole step, eagerly or by graph replay
   void enqueue_step(bool train);  // resident: the kernels of one step (what a graph captures)
+  // Resident, DqnConfig::overlap_priority_update: the last priority update of a train step is
+  // left pending and runs on side_stream_ beside the next step's collection (which does not
+  // touch the replay), joined before that step's insert; train_epoch flushes it at its end.
+  void flush_pending_update();
   void collect_step();            // policy, env, assembly, tracking (no insert)
   void train_on_batch(const SampleView& batch);  // targets .. target update (no priorities)
   void host_staged_step(bool train);
@@ -140,6 +144,10 @@ class DqnTrainer {
   nn::ParamSlab online_slab_, target_slab_;
   std::unique_ptr<QNetwork> online_, target_;
   std::unique_ptr<GpuReplayBuffer> gpu_replay_;
+  Stream side_stream_;
+  Event fork_event_, join_event_;
+  bool update_pending_ = false;
+  DeviceSampledBatch pending_sample_;  // the sample whose priorities the pending update sets
   std::unique_ptr<HostStaging> staged_;
   std::uint64_t explore_seed_ = 0;
 

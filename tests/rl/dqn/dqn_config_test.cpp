@@ -65,10 +65,12 @@ TEST(DqnConfig, TradingFieldsAreChecked) {
   EXPECT_NE(m.find("trading.market.steps = 50"), std::string::npos) << m;
 }
 
-TEST(DqnConfig, HashFollowsTrainingFieldsButNotTheGraphSwitch) {
+TEST(DqnConfig, HashFollowsTrainingFieldsButNotTheSchedulingSwitches) {
   DqnConfig a, b;
   EXPECT_EQ(config_hash(a), config_hash(b));
   b.use_graph = false;
+  EXPECT_EQ(config_hash(a), config_hash(b));
+  b.overlap_priority_update = false;  // same operations on the replay in the same order
   EXPECT_EQ(config_hash(a), config_hash(b));
   b.adamw.lr = 1e-3;
   EXPECT_NE(config_hash(a), config_hash(b));

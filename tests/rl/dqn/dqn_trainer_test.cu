@@ -109,6 +109,40 @@ INSTANTIATE_TEST_SUITE_P(Envs, DqnGraphVsEager, ::testing::Values(0, 1, 2),
                                                                 : "Trading");
                          });
 
+// The last priority update of each train step runs beside the next step's collection on a
+// second stream (DqnConfig::overlap_priority_update): the replay sees the same operations in
+// the same order, so the run is bit-identical to the serial one: parameters, optimizer state,
+// epoch metrics, and the replay's trees and counters, after epochs that start with an eager step
+// and continue with graph replays (and once more fully eager).
+TEST(DqnTrainer, OverlappedPriorityUpdateChangesNothing) {
+  RESIDENT_REQUIRE_GPU();
+  for (const bool use_graph : {true, false}) {
+    DqnConfig overlapped_config = small_config(DqnEnvKind::Trading, false);
+    overlapped_config.use_graph = use_graph;
+    DqnConfig serial_config = overlapped_config;
+    overlapped_config.overlap_priority_update = true;
+    serial_config.overlap_priority_update = false;
+    DqnTrainer overlapped(overlapped_config), serial(serial_config);
+    for (int epoch = 0; epoch < 4; ++epoch) {
+      const DqnEpochMetrics o = overlapped.train_epoch(), s = serial.train_epoch();
+      ASSERT_TRUE(same_bits(o, s)) << "epoch " << epoch << ", graphs " << use_graph;
+    }
+    ASSERT_GT(overlapped.gradient_steps(), 0u);
+    EXPECT_TRUE(snapshot(overlapped) == snapshot(serial)) << "graphs " << use_graph;
+    const GpuReplayBuffer& a = *overlapped.gpu_replay();
+    const GpuReplayBuffer& b = *serial.gpu_replay();
+    EXPECT_EQ(a.read_tree_sums(), b.read_tree_sums()) << "graphs " << use_graph;
+    EXPECT_EQ(a.read_tree_extremes().max, b.read_tree_extremes().max) << "graphs " << use_graph;
+    EXPECT_EQ(a.read_leaf_priorities(), b.read_leaf_priorities()) << "graphs " << use_graph;
+    const kernels::ReplayCounters ca = a.read_counters(), cb = b.read_counters();
+    EXPECT_EQ(ca.step, cb.step);
+    EXPECT_EQ(ca.size, cb.size);
+    EXPECT_EQ(ca.cursor, cb.cursor);
+    EXPECT_EQ(ca.stale, cb.stale);
+    EXPECT_EQ(ca.nonfinite + cb.nonfinite, 0u);
+  }
+}
+
 TEST(DqnAudit, ResidentEpochKeepsItsContract) {
   RESIDENT_REQUIRE_GPU();
   DqnTrainer trainer(small_config(DqnEnvKind::Trading, false));
