@@ -78,8 +78,8 @@ struct DqnConfig {
 // "<field> = <value>, allowed <range>".
 void validate(const DqnConfig& config);
 
-// 64-bit hash of every field that changes what training computes (use_graph, which does not,
-// is left out). Checkpoints carry it.
+// 64-bit hash of every field that changes what training computes (use_graph and
+// overlap_priority_update, which do not, are left out). Checkpoints carry it.
 std::uint64_t config_hash(const DqnConfig& config);
 
 // The CartPole-v1 learning config the tests hold to (3 of 3 seeds reach a last-100 mean return

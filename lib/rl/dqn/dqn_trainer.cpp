@@ -192,6 +192,7 @@ DqnTrainer::DqnTrainer(const DqnConfig& config)
 }
 
 DqnTrainer::~DqnTrainer() {
+  (void)cudaStreamSynchronize(side_stream_.get());  // a pending update reads buffers freed below
   if (collect_graph_ != nullptr) (void)cudaGraphExecDestroy(collect_graph_);
   if (train_graph_ != nullptr) (void)cudaGraphExecDestroy(train_graph_);
 }
@@ -362,7 +363,12 @@ void DqnTrainer::enqueue_step(bool train) {
     join_event_.record(side_stream_.get());
     update_pending_ = false;
   }
-  collect_step();
+  try {
+    collect_step();
+  } catch (...) {
+    if (overlapped) join_event_.make_wait(s);  // later work on s stays ordered after the update
+    throw;
+  }
   if (overlapped) join_event_.make_wait(s);
   gpu_replay_->insert_batch({trans_states_.data(), actions_.data(), env_->rewards(),
                              trans_next_states_.data(), trans_dones_.data()},
@@ -393,22 +399,27 @@ void DqnTrainer::capture(bool train) {
   cudaGraphExec_t& exec = train ? train_graph_ : collect_graph_;
   const cudaStream_t s = context_.stream();
   cudaGraph_t graph = nullptr;
-  const bool pending_before = update_pending_;  // a failed capture runs nothing of it
+  // A failed capture runs nothing of the step: the pending update stays pending.
+  const bool pending_before = update_pending_;
   const DeviceSampledBatch pending_sample_before = pending_sample_;
-  RESIDENT_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
   try {
-    enqueue_step(train);
+    RESIDENT_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    try {
+      enqueue_step(train);
+    } catch (...) {
+      (void)cudaStreamEndCapture(s, &graph);
+      if (graph != nullptr) (void)cudaGraphDestroy(graph);
+      throw;
+    }
+    RESIDENT_CUDA_CHECK(cudaStreamEndCapture(s, &graph));
+    const cudaError_t instantiated = cudaGraphInstantiate(&exec, graph, 0);
+    (void)cudaGraphDestroy(graph);
+    RESIDENT_CUDA_CHECK(instantiated);
   } catch (...) {
-    (void)cudaStreamEndCapture(s, &graph);
-    if (graph != nullptr) (void)cudaGraphDestroy(graph);
     update_pending_ = pending_before;
     pending_sample_ = pending_sample_before;
     throw;
   }
-  RESIDENT_CUDA_CHECK(cudaStreamEndCapture(s, &graph));
-  const cudaError_t instantiated = cudaGraphInstantiate(&exec, graph, 0);
-  (void)cudaGraphDestroy(graph);
-  RESIDENT_CUDA_CHECK(instantiated);
 }
 
 void DqnTrainer::host_staged_step(bool train) {

@@ -11,7 +11,9 @@
 // the device AdamW step, priority update from TD errors that never leave the device, device
 // metrics). Before learning_starts transitions are stored, a step is the collection alone.
 //
-// Resident pipeline: a step only enqueues kernels on one stream (no allocation, copy or sync),
+// Resident pipeline: a step only enqueues kernels (no allocation, copy or sync) on one stream,
+// but for a step's last priority update, which runs on a second stream beside the next step's
+// collection (DqnConfig::overlap_priority_update; events order it),
 // captured once into a CUDA graph (one for collection alone, one for collection + training) and
 // replayed; an epoch is steps_per_epoch replays, then one summary kernel and the epoch's only
 // host interaction: two 8-byte ScalarReadbacks (mean loss and recent mean return; first
