@@ -62,14 +62,21 @@ __global__ void __launch_bounds__(kThreads)
     double priority = 0.0;
     if (t < chunk) {
       slot = indices[e];
-      // The descendant groups step 4 reads: their L2 misses overlap this step's loads.
-      if (slot < size) prefetch_kept_groups(tree, tree.leaves + slot);
-      priority = priority_of(td_errors[e], params);
+      const float td_error = td_errors[e];
+      const std::uint32_t generation = generations[e];
+      const bool in_range = slot < size;
+      std::uint32_t generation_now = 0;
+      if (in_range) {
+        // The descendant groups step 4 reads: their L2 misses overlap this step's loads.
+        prefetch_kept_groups(tree, tree.leaves + slot);
+        generation_now = generations_now[slot];  // issued before pow(), used after it
+      }
+      priority = priority_of(td_error, params);
       if (!isfinite(priority))
         ++nonfinite;
-      else if (slot >= size)
+      else if (!in_range)
         ++bad;
-      else if (generations[e] != generations_now[slot])
+      else if (generation != generation_now)
         ++stale;
       else
         writable = true;
