@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <ostream>
 #include <random>
 #include <string>
 #include <vector>
@@ -46,6 +47,8 @@ struct ActCase {
   unsigned grid;  // 0: dqn_act_fused_grid's; else this many blocks
   const char* name;
 };
+
+void PrintTo(const ActCase& c, std::ostream* os) { *os << c.name; }
 
 class DqnActFused : public ::testing::TestWithParam<ActCase> {};
 
