@@ -9,9 +9,9 @@
 //                           above use both fused kernels)
 //   dqn_epoch/resident_gemm_acting  the fused gradient step, acting on the GEMM path (what the
 //                           fused acting kernel saves)
-//   dqn_epoch/resident_serial_update  every priority update in line (DqnConfig::
-//                           overlap_priority_update off; the other resident rows run a step's
-//                           last update beside the next step's collection)
+//   dqn_epoch/resident_serial_update  every priority update and train-metrics launch in line
+//                           (DqnConfig::overlap_priority_update off; the other resident rows
+//                           run a step's last ones beside the next step's collection)
 // Default config: trading env on a synthetic market, window 9 x 7 features + position = 64-dim
 // observations, 32 envs, MLP 64-256-256-3, replay capacity 1e6, batch 256.
 // Targets (H200): resident >= 5x host-staged; >= 20k gradient steps/s resident.

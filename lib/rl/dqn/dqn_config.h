@@ -64,10 +64,11 @@ struct DqnConfig {
   // cooperative kernel (kernels/rl/dqn/dqn_act_fused.h) where the network qualifies as above
   // (any N); else the network's forward and the epsilon-greedy launch. Evaluation acts the same.
   bool fused_acting = true;
-  // Resident pipeline: a train step's last priority update runs beside the next step's
-  // collection (policy, env step, assembly, tracking: none touches the replay), on a second
-  // stream joined before that step's insert. The replay sees the same operations in the same
-  // order, so results are bit-identical either way (not in the config hash).
+  // Resident pipeline: a train step's last priority update (and its train metrics) runs beside
+  // the next step's collection (policy, env step, assembly, tracking: none touches the replay
+  // or the train counters), on a second stream joined before that step's insert. The replay and
+  // the metrics see the same operations in the same order, so results are bit-identical either
+  // way (not in the config hash).
   bool overlap_priority_update = true;
   bool allow_tf32 = false;
   DqnPipeline pipeline = DqnPipeline::Resident;

@@ -352,14 +352,15 @@ void DqnTrainer::train_on_batch(const SampleView& batch) {
 void DqnTrainer::enqueue_step(bool train) {
   const NvtxRange range("dqn/step");
   const cudaStream_t s = context_.stream();
-  // The previous step's last priority update beside this step's collection: it reads that
-  // step's sample views and td_errors_, which nothing here rewrites before the join.
+  // The previous step's last priority update and train metrics beside this step's
+  // collection: they read that step's sample views, td_errors_ and loss_, which nothing here
+  // rewrites before the join, and write the replay and the train counters, which the
+  // collection does not touch.
   const bool overlapped = update_pending_;
   if (overlapped) {
     fork_event_.record(s);
     fork_event_.make_wait(side_stream_.get());
-    gpu_replay_->update_priorities(pending_sample_.indices, pending_sample_.generations,
-                                   td_errors_.data(), b_, side_stream_.get());
+    finish_train_step(pending_sample_, side_stream_.get());
     join_event_.record(side_stream_.get());
     update_pending_ = false;
   }
@@ -379,19 +380,23 @@ void DqnTrainer::enqueue_step(bool train) {
     train_on_batch({sampled.states, sampled.actions, sampled.rewards, sampled.next_states,
                     sampled.dones, sampled.is_weights, /*states_then_next_states=*/true});
     if (config_.overlap_priority_update && g + 1 == config_.gradient_steps_per_env_step) {
-      pending_sample_ = sampled;  // updated beside the next step's collection
+      pending_sample_ = sampled;  // finished beside the next step's collection
       update_pending_ = true;
     } else {
-      gpu_replay_->update_priorities(sampled.indices, sampled.generations, td_errors_.data(), b_);
+      finish_train_step(sampled, s);
     }
-    kd::launch_train_metrics(metrics_state(), loss_.data(), td_errors_.data(), b_, s);
   }
+}
+
+void DqnTrainer::finish_train_step(const DeviceSampledBatch& sampled, cudaStream_t stream) {
+  gpu_replay_->update_priorities(sampled.indices, sampled.generations, td_errors_.data(), b_,
+                                 stream);
+  kd::launch_train_metrics(metrics_state(), loss_.data(), td_errors_.data(), b_, stream);
 }
 
 void DqnTrainer::flush_pending_update() {
   if (!update_pending_) return;
-  gpu_replay_->update_priorities(pending_sample_.indices, pending_sample_.generations,
-                                 td_errors_.data(), b_);
+  finish_train_step(pending_sample_, context_.stream());
   update_pending_ = false;
 }
 

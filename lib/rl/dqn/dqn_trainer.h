@@ -12,8 +12,8 @@
 // metrics). Before learning_starts transitions are stored, a step is the collection alone.
 //
 // Resident pipeline: a step only enqueues kernels (no allocation, copy or sync) on one stream,
-// but for a step's last priority update, which runs on a second stream beside the next step's
-// collection (DqnConfig::overlap_priority_update; events order it),
+// but for a step's last priority update and train metrics, which run on a second stream beside
+// the next step's collection (DqnConfig::overlap_priority_update; events order them),
 // captured once into a CUDA graph (one for collection alone, one for collection + training) and
 // replayed; an epoch is steps_per_epoch replays, then one summary kernel and the epoch's only
 // host interaction: two 8-byte ScalarReadbacks (mean loss and recent mean return; first
@@ -128,9 +128,13 @@ class DqnTrainer {
 
   void step(bool train);          // one whole step, eagerly or by graph replay
   void enqueue_step(bool train);  // resident: the kernels of one step (what a graph captures)
-  // Resident, DqnConfig::overlap_priority_update: the last priority update of a train step is
-  // left pending and runs on side_stream_ beside the next step's collection (which does not
-  // touch the replay), joined before that step's insert; train_epoch flushes it at its end.
+  // After a gradient step's kernels: the priority update from its TD errors and the train
+  // metrics (loss, non-finite counts), on `stream`.
+  void finish_train_step(const DeviceSampledBatch& sampled, cudaStream_t stream);
+  // Resident, DqnConfig::overlap_priority_update: a step's last finish_train_step is left
+  // pending and runs on side_stream_ beside the next step's collection (which touches neither
+  // the replay nor the train counters), joined before that step's insert; train_epoch flushes
+  // it at its end.
   void flush_pending_update();
   void collect_step();            // policy, env, assembly, tracking (no insert)
   void train_on_batch(const SampleView& batch);  // targets .. target update (no priorities)
