@@ -5,9 +5,10 @@
 // (cursor + skipped + j) % capacity and that slot's generation grows by the number of rows of
 // the whole batch that wrote it, (skipped + j) / capacity + 1.
 //
-// n <= 64 rows (a DQN vector step): one launch of one 256-thread block, write_inserted_leaves
-// copying the rows as well. Larger batches: copy_rows (one thread per (row, state element),
-// grid-stride) and then write_inserted_leaves (one 1024-thread block) without the copy.
+// n <= 64 rows of at most 16384 elements in all (a DQN vector step): one launch of one
+// 256-thread block, write_inserted_leaves copying the rows as well. Larger batches: copy_rows
+// (one thread per (row, state element), grid-stride) and then write_inserted_leaves (one
+// 1024-thread block) without the copy.
 // write_inserted_leaves reads the live maximum priority (the max tree's root; 1.0 when no leaf
 //   is positive) before touching any leaf, sets the n leaves to it, bumps their generations,
 //   then recomputes the kept levels above them (replay_tree.cuh), and finally advances cursor by
@@ -24,7 +25,10 @@ namespace resident::kernels {
 namespace {
 
 constexpr int kTreeBlock = 1024;
-constexpr std::uint32_t kSmallInsert = 64;  // rows copied by the tree kernel itself
+// Batches the tree kernel copies itself: at most 64 rows and 16384 state elements (a DQN vector
+// step is 32 x 64); wider rows go to copy_rows' grid, which one block would serialize.
+constexpr std::uint32_t kSmallInsert = 64;
+constexpr std::uint64_t kSmallInsertElements = 16384;
 constexpr int kSmallInsertBlock = 256;
 
 // The rows of an inserted batch ([n, state_dim] states and next states, [n] the rest).
@@ -142,13 +146,13 @@ void launch_insert_transitions(ReplayStorageView storage, ReplayTreeView tree,
   const NvtxRange range("replay/insert");
   if (n == 0) return;
   const InsertedRows rows{states, actions, rewards, next_states, dones};
-  if (n <= kSmallInsert) {  // a DQN vector step: rows, leaves and kept levels in one launch
+  const std::uint64_t total = std::uint64_t{n} * storage.state_dim;
+  if (n <= kSmallInsert && total <= kSmallInsertElements) {  // rows, leaves, kept levels: one launch
     write_inserted_leaves<<<1, kSmallInsertBlock, 0, stream>>>(storage, tree, counters, rows,
                                                                true, n, skipped);
     RESIDENT_CHECK_LAUNCH("write_inserted_leaves");
     return;
   }
-  const std::uint64_t total = std::uint64_t{n} * storage.state_dim;
   const unsigned blocks = grid_stride_blocks(total, 256, 4096);
   copy_rows<<<blocks, 256, 0, stream>>>(storage, counters, tree.capacity, rows, n, skipped);
   RESIDENT_CHECK_LAUNCH("copy_rows");
