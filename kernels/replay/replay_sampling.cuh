@@ -39,14 +39,13 @@ __device__ inline double draw_mass(const ReplayParams& params, std::uint32_t k,
   return position * total / strata;
 }
 
-// Writes draw k: its slot, the slot's generation (read by the caller, so that its load can be
-// in flight with others), and its IS weight (P / P_min)^-beta.
+// Writes draw k: its slot, the slot's generation, and its IS weight (P / P_min)^-beta.
 __device__ inline void write_draw(std::uint32_t* out_indices, std::uint32_t* out_generations,
                                   float* out_weights, std::uint32_t k, std::uint32_t slot,
-                                  std::uint32_t generation, double probability,
+                                  const std::uint32_t* generations_now, double probability,
                                   double min_probability, double beta) {
   out_indices[k] = slot;
-  out_generations[k] = generation;
+  out_generations[k] = generations_now[slot];
   out_weights[k] = static_cast<float>(pow(probability / min_probability, -beta));
 }
 

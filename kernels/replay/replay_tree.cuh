@@ -37,24 +37,6 @@ __device__ inline void set_leaf(const ReplayTreeView& tree, std::uint32_t slot, 
   tree.max[node] = priority;
 }
 
-// Asks L2 for every group of kept descendants that recomputing the ancestors of `leaf` (a leaf
-// node) will read: at each kept step, the 2^r nodes under the ancestor at the step's top, in all
-// three trees (prefetch.global.L2: no registers, no waiting; a hint, never a correctness issue).
-__device__ inline void prefetch_kept_groups(const ReplayTreeView& tree, std::uint32_t leaf) {
-  constexpr std::uint32_t kLineDoubles = 16;  // 128-byte lines
-  const int depth = tree_depth(tree);
-  for (int below = 0; below < depth;) {
-    const int r = kept_step(below, depth);
-    const int height = below + r;
-    const std::uint32_t first = (leaf >> height) << r;
-    for (std::uint32_t d = 0; d < (1u << r); d += kLineDoubles)
-      for (const double* line : {tree.sum + first + d, tree.min_positive + first + d,
-                                 tree.max + first + d})
-        asm volatile("{ .reg .u64 g; cvta.to.global.u64 g, %0; prefetch.global.L2 [g]; }" ::"l"(line));
-    below = height;
-  }
-}
-
 // Recomputes the kept node `node` from its 2^r descendants r levels down (1 <= r <= 5), which
 // must be final. Every lane of the warp calls it (it shuffles with the full mask); each aligned
 // quad handles its own node, and a quad whose lanes pass active = false loads and writes

@@ -78,18 +78,11 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
     u = __shfl_sync(kFullMask, u, 0);
     const std::uint32_t slot =
         find_prefix_sum(tree, draw_mass(params, k, batch, u, total), lane);
-    // The slot's generation and priority are loaded before the row copy's loads (no store in
-    // between), so their latencies overlap; the weight's pow() comes last.
-    std::uint32_t generation = 0;
-    double priority = 0.0;
-    if (lane == 0) {
-      generation = generations_now[slot];
-      priority = tree.sum[tree.leaves + slot];
-    }
-    copy_row_by_warp(rows, storage, k, slot, lane);
     if (lane == 0)
-      write_draw(out_indices, out_generations, out_weights, k, slot, generation, priority / total,
-                 tree.min_positive[1] / total, beta_at_step(params, step));
+      write_draw(out_indices, out_generations, out_weights, k, slot, generations_now,
+                 tree.sum[tree.leaves + slot] / total, tree.min_positive[1] / total,
+                 beta_at_step(params, step));
+    copy_row_by_warp(rows, storage, k, slot, lane);
   }
   // The last block to finish advances the step: every block has read it by then.
   __syncthreads();

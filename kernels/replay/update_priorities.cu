@@ -62,21 +62,12 @@ __global__ void __launch_bounds__(kThreads)
     double priority = 0.0;
     if (t < chunk) {
       slot = indices[e];
-      const float td_error = td_errors[e];
-      const std::uint32_t generation = generations[e];
-      const bool in_range = slot < size;
-      std::uint32_t generation_now = 0;
-      if (in_range) {
-        // The descendant groups step 4 reads: their L2 misses overlap this step's loads.
-        prefetch_kept_groups(tree, tree.leaves + slot);
-        generation_now = generations_now[slot];  // issued before pow(), used after it
-      }
-      priority = priority_of(td_error, params);
+      priority = priority_of(td_errors[e], params);
       if (!isfinite(priority))
         ++nonfinite;
-      else if (!in_range)
+      else if (slot >= size)
         ++bad;
-      else if (generation != generation_now)
+      else if (generations[e] != generations_now[slot])
         ++stale;
       else
         writable = true;
