@@ -1,9 +1,9 @@
 // Trading environment step and reset (contract in kernels/env/trading_step.h).
-// Layout: one block per 128 consecutive environments. Phase 1: one thread per env reads and
-// writes its state (reward, return, auto-reset) and leaves the time and position of its two
-// observations in shared memory. Phase 2: the block writes the observations of its envs
-// cooperatively; an observation's W * F feature values are one contiguous run of the row-major
-// series (rows t - W + 1 .. t), so both the reads and the writes are coalesced.
+// Layout: one warp per environment, kEnvsPerBlock warps per block. Lane 0 reads and writes the
+// env's state (reward, return, auto-reset) and broadcasts the time and position of its two
+// observations; the warp then writes them: an observation's W * F feature values are one
+// contiguous run of the row-major series (rows t - W + 1 .. t), so both the reads and the
+// writes are coalesced, and a step costs one state update plus 2 (W * F + 1) / 32 copies per lane.
 // Float order: reward = fl(fl(float(p') * r[t]) - fl(c * float(|p' - p|))), return =
 // fl(return + reward), with explicit round-to-nearest intrinsics so no contraction can change
 // a bit. Deterministic: no float atomics (the invalid-action count is an integer atomic).
@@ -16,7 +16,8 @@ namespace resident::kernels {
 
 namespace {
 
-constexpr int kEnvsPerBlock = 128;
+constexpr int kEnvsPerBlock = 4;  // warps per block: small vector envs still spread over SMs
+constexpr unsigned kFullMask = 0xffffffffu;
 
 // std::numeric_limits<float>::quiet_NaN(), the reference's "no value" marker.
 __device__ inline float quiet_nan() { return __int_as_float(0x7fc00000); }
@@ -34,40 +35,35 @@ __device__ inline std::int32_t episode_start(const TradingSeriesDeviceView& seri
          static_cast<std::int32_t>((std::uint64_t{draw} * start_count) >> 32);
 }
 
-// Observations of envs [first_env, first_env + envs) into out [N, D]: env e at time time[e]
-// (local index) with position position[e].
-__device__ inline void write_observations(float* out, const std::int32_t* time,
-                                          const std::int32_t* position, std::size_t first_env,
-                                          int envs, const TradingSeriesDeviceView& series,
-                                          std::int32_t window) {
-  const std::size_t features = static_cast<std::size_t>(series.feature_count);
-  const std::size_t window_values = static_cast<std::size_t>(window) * features;
-  const std::size_t size = window_values + 1;
-  const std::size_t total = static_cast<std::size_t>(envs) * size;
-  float* base = out + first_env * size;
-  for (std::size_t i = threadIdx.x; i < total; i += blockDim.x) {
-    const std::size_t e = i / size;
-    const std::size_t j = i - e * size;
-    if (j < window_values) {
-      const std::size_t first_row = static_cast<std::size_t>(time[e] + 1 - window);
-      base[i] = series.features[first_row * features + j];
-    } else {
-      base[i] = static_cast<float>(position[e]);
-    }
-  }
+// The observation of one env at time `time` (local index) with position `position` into
+// row [D] (D = W * F + 1), written by the calling warp (every lane calls it).
+__device__ inline void write_observation_by_warp(float* row, std::int32_t time,
+                                                 std::int32_t position,
+                                                 const TradingSeriesDeviceView& series,
+                                                 std::int32_t window, unsigned lane) {
+  const std::uint32_t window_values =
+      static_cast<std::uint32_t>(window) * static_cast<std::uint32_t>(series.feature_count);
+  const float* first = series.features + static_cast<std::size_t>(time + 1 - window) *
+                                             static_cast<std::size_t>(series.feature_count);
+  for (std::uint32_t j = lane; j < window_values; j += 32) row[j] = first[j];
+  if (lane == 0) row[window_values] = static_cast<float>(position);
 }
 
-__global__ void __launch_bounds__(kEnvsPerBlock)
+// The env this warp steps, or env_count when the warp has none.
+__device__ inline std::size_t env_of_warp(std::size_t env_count) {
+  const std::size_t env = std::size_t{blockIdx.x} * kEnvsPerBlock + threadIdx.x / 32;
+  return env < env_count ? env : env_count;
+}
+
+__global__ void __launch_bounds__(kEnvsPerBlock * 32)
     trading_reset(TradingStateView state, float* observations, TradingSeriesDeviceView series,
                   TradingParams params, std::size_t env_count) {
-  __shared__ std::int32_t time[kEnvsPerBlock];
-  __shared__ std::int32_t position[kEnvsPerBlock];
-  const std::size_t first_env = std::size_t{blockIdx.x} * kEnvsPerBlock;
-  const int envs = static_cast<int>(min(std::size_t{kEnvsPerBlock}, env_count - first_env));
-  const int local = static_cast<int>(threadIdx.x);
-  if (local < envs) {
-    const std::size_t n = first_env + static_cast<std::size_t>(local);
-    const std::int32_t start = episode_start(series, params, n, 0);
+  const std::size_t n = env_of_warp(env_count);
+  if (n == env_count) return;  // warp-uniform
+  const unsigned lane = threadIdx.x % 32;
+  std::int32_t start = 0;
+  if (lane == 0) {
+    start = episode_start(series, params, n, 0);
     state.start[n] = start;
     state.step_in_episode[n] = 0;
     state.position[n] = 0;
@@ -75,25 +71,21 @@ __global__ void __launch_bounds__(kEnvsPerBlock)
     state.episode[n] = 0;
     state.completed_return_sum[n] = 0.0f;
     state.completed_episodes[n] = 0;
-    time[local] = start;
-    position[local] = 0;
   }
-  __syncthreads();
-  write_observations(observations, time, position, first_env, envs, series, params.window);
+  start = __shfl_sync(kFullMask, start, 0);
+  const std::size_t size = static_cast<std::size_t>(params.window) * series.feature_count + 1;
+  write_observation_by_warp(observations + n * size, start, 0, series, params.window, lane);
 }
 
-__global__ void __launch_bounds__(kEnvsPerBlock)
+__global__ void __launch_bounds__(kEnvsPerBlock * 32)
     trading_step(TradingStepOutputs outputs, TradingStateView state, const std::int32_t* actions,
                  TradingSeriesDeviceView series, TradingParams params, std::size_t env_count) {
-  __shared__ std::int32_t next_time[kEnvsPerBlock];
-  __shared__ std::int32_t next_position[kEnvsPerBlock];
-  __shared__ std::int32_t time[kEnvsPerBlock];
-  __shared__ std::int32_t position[kEnvsPerBlock];
-  const std::size_t first_env = std::size_t{blockIdx.x} * kEnvsPerBlock;
-  const int envs = static_cast<int>(min(std::size_t{kEnvsPerBlock}, env_count - first_env));
-  const int local = static_cast<int>(threadIdx.x);
-  if (local < envs) {
-    const std::size_t n = first_env + static_cast<std::size_t>(local);
+  const std::size_t n = env_of_warp(env_count);
+  if (n == env_count) return;  // warp-uniform
+  const unsigned lane = threadIdx.x % 32;
+  // Lane 0's results: the times and positions of the two observations.
+  std::int32_t next_time = 0, next_position = 0, time = 0, position = 0;
+  if (lane == 0) {
     std::int32_t start = state.start[n];
     std::int32_t step = state.step_in_episode[n];
     const std::int32_t old_position = state.position[n];
@@ -111,8 +103,8 @@ __global__ void __launch_bounds__(kEnvsPerBlock)
     float episode_return = __fadd_rn(state.episode_return[n], reward);
     step += 1;
     outputs.rewards[n] = reward;
-    next_time[local] = start + step;
-    next_position[local] = new_position;
+    next_time = start + step;
+    next_position = new_position;
     std::int32_t current_position = new_position;
     if (step == params.episode_length) {
       outputs.dones[n] = 1;
@@ -133,14 +125,18 @@ __global__ void __launch_bounds__(kEnvsPerBlock)
     state.step_in_episode[n] = step;
     state.position[n] = current_position;
     state.episode_return[n] = episode_return;
-    time[local] = start + step;
-    position[local] = current_position;
+    time = start + step;
+    position = current_position;
   }
-  __syncthreads();
-  write_observations(outputs.next_observations, next_time, next_position, first_env, envs, series,
-                     params.window);
-  write_observations(outputs.observations, time, position, first_env, envs, series,
-                     params.window);
+  next_time = __shfl_sync(kFullMask, next_time, 0);
+  next_position = __shfl_sync(kFullMask, next_position, 0);
+  time = __shfl_sync(kFullMask, time, 0);
+  position = __shfl_sync(kFullMask, position, 0);
+  const std::size_t size = static_cast<std::size_t>(params.window) * series.feature_count + 1;
+  write_observation_by_warp(outputs.next_observations + n * size, next_time, next_position,
+                            series, params.window, lane);
+  write_observation_by_warp(outputs.observations + n * size, time, position, series,
+                            params.window, lane);
 }
 
 unsigned blocks_for(std::size_t env_count) {
@@ -154,8 +150,8 @@ void launch_trading_reset(TradingStateView state, float* observations,
                           std::size_t env_count, cudaStream_t stream) {
   const NvtxRange range("env/trading_reset");
   if (env_count == 0) return;
-  trading_reset<<<blocks_for(env_count), kEnvsPerBlock, 0, stream>>>(state, observations, series,
-                                                                     params, env_count);
+  trading_reset<<<blocks_for(env_count), kEnvsPerBlock * 32, 0, stream>>>(
+      state, observations, series, params, env_count);
   RESIDENT_CHECK_LAUNCH("trading_reset");
 }
 
@@ -164,8 +160,8 @@ void launch_trading_step(TradingStepOutputs outputs, TradingStateView state,
                          TradingParams params, std::size_t env_count, cudaStream_t stream) {
   const NvtxRange range("env/trading_step");
   if (env_count == 0) return;
-  trading_step<<<blocks_for(env_count), kEnvsPerBlock, 0, stream>>>(outputs, state, actions,
-                                                                    series, params, env_count);
+  trading_step<<<blocks_for(env_count), kEnvsPerBlock * 32, 0, stream>>>(
+      outputs, state, actions, series, params, env_count);
   RESIDENT_CHECK_LAUNCH("trading_step");
 }
 

@@ -6,9 +6,11 @@
 // the whole batch that wrote it, (skipped + j) / capacity + 1.
 //
 // n <= 64 rows of at most 16384 elements in all (a DQN vector step): one launch of one
-// 256-thread block, write_inserted_leaves copying the rows as well. Larger batches: copy_rows
-// (one thread per (row, state element), grid-stride) and then write_inserted_leaves (one
-// 1024-thread block) without the copy.
+// 256-thread block in which warp 0 writes the leaves and recomputes the kept levels (one pass
+// of 8 quads per level, __syncwarp between levels) while warps 1-7 copy the rows: the copy
+// hides under the tree's dependent loads. Larger batches: copy_rows (one warp per row,
+// grid-stride) and then write_inserted_leaves (one 1024-thread block, every quad on the tree,
+// a block barrier between levels) without the copy.
 // write_inserted_leaves reads the live maximum priority (the max tree's root; 1.0 when no leaf
 //   is positive) before touching any leaf, sets the n leaves to it, bumps their generations,
 //   then recomputes the kept levels above them (replay_tree.cuh), and finally advances cursor by
@@ -40,21 +42,27 @@ struct InsertedRows {
   const std::uint8_t* dones = nullptr;
 };
 
-// Elements first, first + stride, ... of the n x state_dim batch, each with its row's scalars at
-// column 0, to slots (cursor + row) % capacity.
-__device__ inline void copy_row_elements(const ReplayStorageView& storage, std::uint32_t capacity,
+// Rows first_row, first_row + row_stride, ... of the n-row batch to slots (cursor + row) %
+// capacity (cursor < capacity, n <= capacity), one row per warp: lanes over the state
+// elements (coalesced), lane 0 the row's scalars. Every lane of the warp calls it.
+__device__ inline void copy_rows_by_warp(const ReplayStorageView& storage, std::uint32_t capacity,
                                          std::uint32_t cursor, const InsertedRows& rows,
-                                         std::uint32_t n, std::uint64_t first,
-                                         std::uint64_t stride) {
+                                         std::uint32_t n, std::uint32_t first_row,
+                                         std::uint32_t row_stride) {
+  const std::uint32_t lane = threadIdx.x % 32;
   const std::uint64_t dim = storage.state_dim;
-  const std::uint64_t total = std::uint64_t{n} * dim;
-  for (std::uint64_t i = first; i < total; i += stride) {
-    const std::uint64_t row = i / dim;
-    const std::uint64_t col = i - row * dim;
-    const std::uint64_t slot = (cursor + row) % capacity;
-    storage.states[slot * dim + col] = rows.states[i];
-    storage.next_states[slot * dim + col] = rows.next_states[i];
-    if (col == 0) {
+  for (std::uint32_t row = first_row; row < n; row += row_stride) {
+    const std::uint32_t wrapped = cursor + row;  // < 2 capacity <= 2^31
+    const std::uint32_t slot = wrapped >= capacity ? wrapped - capacity : wrapped;
+    const float* states = rows.states + row * dim;
+    const float* next_states = rows.next_states + row * dim;
+    float* states_out = storage.states + slot * dim;
+    float* next_states_out = storage.next_states + slot * dim;
+    for (std::uint64_t col = lane; col < dim; col += 32) {
+      states_out[col] = states[col];
+      next_states_out[col] = next_states[col];
+    }
+    if (lane == 0) {
       storage.actions[slot] = rows.actions[row];
       storage.rewards[slot] = rows.rewards[row];
       storage.dones[slot] = rows.dones[row];
@@ -67,9 +75,9 @@ __global__ void copy_rows(ReplayStorageView storage, const ReplayCounters* count
                           std::uint32_t skipped) {
   const std::uint32_t cursor = static_cast<std::uint32_t>(
       (std::uint64_t{counters->cursor} + skipped) % capacity);
-  copy_row_elements(storage, capacity, cursor, rows, n,
-                    blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x,
-                    std::uint64_t{gridDim.x} * blockDim.x);
+  const std::uint32_t warps_per_block = blockDim.x / 32;
+  copy_rows_by_warp(storage, capacity, cursor, rows, n,
+                    blockIdx.x * warps_per_block + threadIdx.x / 32, gridDim.x * warps_per_block);
 }
 
 // The live maximum priority a new leaf gets (1.0 when no leaf is positive).
@@ -85,54 +93,69 @@ __device__ inline void advance_counters(ReplayCounters* counters, std::uint64_t 
   counters->size = static_cast<std::uint32_t>(size < capacity ? size : capacity);
 }
 
-// The rows too when copy_rows_too (a small batch: one launch), then the leaves,
-// generations and the kept levels (replay_tree.cuh) lowest first: each one's touched nodes are
-// one or two contiguous ranges (before and after a wrap), each node recomputed by one quad of
-// lanes, a block barrier between kept levels. Any block size that is a multiple of 32.
+// The leaves, generations and kept levels (replay_tree.cuh) lowest first, by a team of lanes:
+// warp 0 alone when copy_rows_too (the other warps then copy the rows meanwhile), else the
+// whole block. Each kept level's touched nodes are one or two contiguous ranges (before and
+// after a wrap), each node recomputed by one quad of the team, the team synchronized between
+// levels. Any block size that is a multiple of 32 (at least 64 with copy_rows_too).
 __global__ void __launch_bounds__(kTreeBlock)
     write_inserted_leaves(ReplayStorageView storage, ReplayTreeView tree, ReplayCounters* counters,
                           InsertedRows rows, bool copy_rows_too, std::uint32_t n,
                           std::uint32_t skipped) {
-  __shared__ double new_priority;
-  std::uint32_t* generations = storage.generations;
   const std::uint32_t capacity = tree.capacity;
   const std::uint32_t cursor = static_cast<std::uint32_t>(
       (std::uint64_t{counters->cursor} + skipped) % capacity);
-  if (copy_rows_too)
-    copy_row_elements(storage, capacity, cursor, rows, n, threadIdx.x, blockDim.x);
-  if (threadIdx.x == 0) new_priority = new_leaf_priority(tree);
-  __syncthreads();  // the root (a leaf when P = 1) is read before any leaf is written
-  for (std::uint32_t i = threadIdx.x; i < n; i += blockDim.x) {
-    const std::uint32_t slot = static_cast<std::uint32_t>((std::uint64_t{cursor} + i) % capacity);
-    set_leaf(tree, slot, new_priority);
-    generations[slot] += (skipped + i) / capacity + 1;
-  }
-  // Touched leaves: [cursor, cursor + n) before the wrap, [0, end - capacity) after it.
+  const bool warp_team = copy_rows_too;  // block-uniform
+  const std::uint32_t team_size = warp_team ? 32 : blockDim.x;
+  const auto team_sync = [warp_team] {
+    if (warp_team)
+      __syncwarp();
+    else
+      __syncthreads();
+  };
   const std::uint64_t end = std::uint64_t{cursor} + n;
-  const std::uint32_t first_hi = static_cast<std::uint32_t>(end < capacity ? end : capacity);
-  const std::uint32_t second_hi = static_cast<std::uint32_t>(end > capacity ? end - capacity : 0);
-  const std::uint32_t quads = blockDim.x / kLanesPerKeptNode;
-  const std::uint32_t quad = threadIdx.x / kLanesPerKeptNode;
-  const int depth = tree_depth(tree);
-  for (int below = 0; below < depth;) {
-    const int r = kept_step(below, depth);
-    const int height = below + r;
-    __syncthreads();  // the kept level `below` is final
-    const std::uint32_t lo1 = (tree.leaves + cursor) >> height;
-    const std::uint32_t hi1 = (tree.leaves + first_hi - 1) >> height;
-    const std::uint32_t lo2 = tree.leaves >> height;
-    const std::uint32_t hi2 = second_hi > 0 ? (tree.leaves + second_hi - 1) >> height : lo2 - 1;
-    const std::uint32_t count1 = hi1 - lo1 + 1, count2 = hi2 + 1 - lo2;
-    for (std::uint32_t first = 0; first < count1 + count2; first += quads) {  // block-uniform
-      const std::uint32_t item = first + quad;
-      const std::uint32_t node = item < count1 ? lo1 + item : lo2 + (item - count1);
-      // A node of the second range inside the first is the first range's to recompute.
-      const bool active = item < count1 || (item < count1 + count2 && (node < lo1 || node > hi1));
-      pull_kept_node_by_quad(tree, node, r, active);
+  if (threadIdx.x < team_size) {
+    // The root (a leaf when P = 1) is read by every team lane before any leaf is written.
+    const double new_priority = new_leaf_priority(tree);
+    team_sync();
+    std::uint32_t* generations = storage.generations;
+    for (std::uint32_t i = threadIdx.x; i < n; i += team_size) {
+      const std::uint32_t slot =
+          static_cast<std::uint32_t>((std::uint64_t{cursor} + i) % capacity);
+      set_leaf(tree, slot, new_priority);
+      generations[slot] += (skipped + i) / capacity + 1;
     }
-    below = height;
+    // Touched leaves: [cursor, cursor + n) before the wrap, [0, end - capacity) after it.
+    const std::uint32_t first_hi = static_cast<std::uint32_t>(end < capacity ? end : capacity);
+    const std::uint32_t second_hi =
+        static_cast<std::uint32_t>(end > capacity ? end - capacity : 0);
+    const std::uint32_t quads = team_size / kLanesPerKeptNode;
+    const std::uint32_t quad = threadIdx.x / kLanesPerKeptNode;
+    const int depth = tree_depth(tree);
+    for (int below = 0; below < depth;) {
+      const int r = kept_step(below, depth);
+      const int height = below + r;
+      team_sync();  // the kept level `below` is final
+      const std::uint32_t lo1 = (tree.leaves + cursor) >> height;
+      const std::uint32_t hi1 = (tree.leaves + first_hi - 1) >> height;
+      const std::uint32_t lo2 = tree.leaves >> height;
+      const std::uint32_t hi2 = second_hi > 0 ? (tree.leaves + second_hi - 1) >> height : lo2 - 1;
+      const std::uint32_t count1 = hi1 - lo1 + 1, count2 = hi2 + 1 - lo2;
+      for (std::uint32_t first = 0; first < count1 + count2; first += quads) {  // team-uniform
+        const std::uint32_t item = first + quad;
+        const std::uint32_t node = item < count1 ? lo1 + item : lo2 + (item - count1);
+        // A node of the second range inside the first is the first range's to recompute.
+        const bool active =
+            item < count1 || (item < count1 + count2 && (node < lo1 || node > hi1));
+        pull_kept_node_by_quad(tree, node, r, active);
+      }
+      below = height;
+    }
+  } else {
+    copy_rows_by_warp(storage, capacity, cursor, rows, n, threadIdx.x / 32 - 1,
+                      blockDim.x / 32 - 1);
   }
-  __syncthreads();
+  __syncthreads();  // every thread has read counters->cursor
   if (threadIdx.x == 0) advance_counters(counters, end, n, capacity);
 }
 
@@ -153,8 +176,9 @@ void launch_insert_transitions(ReplayStorageView storage, ReplayTreeView tree,
     RESIDENT_CHECK_LAUNCH("write_inserted_leaves");
     return;
   }
-  const unsigned blocks = grid_stride_blocks(total, 256, 4096);
-  copy_rows<<<blocks, 256, 0, stream>>>(storage, counters, tree.capacity, rows, n, skipped);
+  constexpr unsigned kCopyBlock = 256;  // 8 rows at a time
+  const unsigned blocks = grid_stride_blocks(n, kCopyBlock / 32, 4096);
+  copy_rows<<<blocks, kCopyBlock, 0, stream>>>(storage, counters, tree.capacity, rows, n, skipped);
   RESIDENT_CHECK_LAUNCH("copy_rows");
   write_inserted_leaves<<<1, kTreeBlock, 0, stream>>>(storage, tree, counters, InsertedRows{},
                                                       false, n, skipped);

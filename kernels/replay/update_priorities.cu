@@ -12,8 +12,11 @@
 // ..., the root) are recomputed one kept level at a time, each touched node from its 32 (or,
 // for the root's group, 2^(depth % 5)) descendants by one quad of lanes, a block barrier
 // between kept levels: 4 barriers at 2^20 leaves instead of 20. A node touched by several
-// entries of one warp is recomputed once (match_any); across warps it may be recomputed more
-// than once, from the same final descendants, so every write of it stores the same bits.
+// entries is recomputed once at the levels of at most kClaimNodes nodes (the quad that first
+// tags it in a shared claim array leads; the tag names the chunk and the height, so the array is
+// never cleared), and once per warp below them (match_any; rare there: the levels are wide).
+// A node recomputed more than once is computed from the same final descendants, so every write
+// of it stores the same bits.
 // Bit-identical to CpuSumTree's nodes at the kept heights; deterministic; no atomics on the tree;
 // no scratch outside shared memory.
 #include "kernels/replay/replay_kernels.h"
@@ -29,6 +32,8 @@ constexpr int kThreads = 1024;
 constexpr int kQuads = kThreads / kLanesPerKeptNode;  // nodes recomputed per block pass
 constexpr int kTableSize = 2 * kThreads;              // hash buckets: at most half full
 constexpr std::uint32_t kEmpty = 0xffffffffu;         // a bucket without a slot; also "no leaf"
+constexpr int kClaimLog2 = 12;                         // levels of <= 4096 nodes: block-wide
+constexpr std::uint32_t kClaimNodes = 1u << kClaimLog2;
 constexpr unsigned kFullMask = 0xffffffffu;
 
 __device__ inline double priority_of(float td_error, const ReplayParams& params) {
@@ -47,6 +52,9 @@ __global__ void __launch_bounds__(kThreads)
   __shared__ std::uint32_t bucket_slot[kTableSize];   // the slot a bucket holds, or kEmpty
   __shared__ std::uint32_t bucket_owner[kTableSize];  // 1 + the chunk position of its last entry
   __shared__ std::uint32_t owned_leaf[kThreads];      // leaf node entry t wrote, or kEmpty
+  __shared__ std::uint32_t node_claim[kClaimNodes];   // the tag of the last level that took it
+
+  for (std::uint32_t i = threadIdx.x; i < kClaimNodes; i += kThreads) node_claim[i] = kEmpty;
 
   const std::uint32_t size = counters->size;
   const int depth = tree_depth(tree);
@@ -96,19 +104,32 @@ __global__ void __launch_bounds__(kThreads)
     if (owner) set_leaf(tree, slot, priority);
     // 4. Kept levels, lowest first; quad g recomputes the ancestors of entries g, g + kQuads, ...
     const std::uint32_t quad = t / kLanesPerKeptNode;
+    const std::uint32_t quad_lane0 = (t % 32) & ~std::uint32_t{kLanesPerKeptNode - 1};
     for (int below = 0; below < depth;) {
       const int r = kept_step(below, depth);
       const int height = below + r;
+      const bool claim_level = depth - height <= kClaimLog2;  // uniform across the block
+      // Chunks of one call are < 2^22 (count is 32-bit, kThreads = 2^10) and heights < 32.
+      const std::uint32_t tag = (base / kThreads) << 5 | static_cast<std::uint32_t>(height);
       __syncthreads();  // the kept level `below` is final (leaves and owned_leaf at first)
       for (std::uint32_t first = 0; first < chunk; first += kQuads) {  // uniform across the block
         const std::uint32_t j = first + quad;
         const std::uint32_t leaf = j < chunk ? owned_leaf[j] : kEmpty;
         const std::uint32_t node = leaf == kEmpty ? kEmpty : leaf >> height;
-        // The lowest quad of this warp with the same node recomputes it.
-        const unsigned peers = __match_any_sync(kFullMask, node);
-        const bool leads = node != kEmpty &&
-                           static_cast<std::uint32_t>(__ffs(peers) - 1) / kLanesPerKeptNode ==
-                               (t % 32) / kLanesPerKeptNode;
+        bool leads;
+        if (claim_level) {
+          // The quad whose lane 0 tags the node first at this level recomputes it.
+          bool took = false;
+          if (node != kEmpty && t % kLanesPerKeptNode == 0)
+            took = atomicExch(&node_claim[node - (tree.leaves >> height)], tag) != tag;
+          leads = __shfl_sync(kFullMask, took, quad_lane0);
+        } else {
+          // The lowest quad of this warp with the same node recomputes it.
+          const unsigned peers = __match_any_sync(kFullMask, node);
+          leads = node != kEmpty &&
+                  static_cast<std::uint32_t>(__ffs(peers) - 1) / kLanesPerKeptNode ==
+                      (t % 32) / kLanesPerKeptNode;
+        }
         pull_kept_node_by_quad(tree, node, r, leads);
       }
       below = height;

@@ -1,7 +1,11 @@
 // Episode tracker: one block of kThreads threads; thread t owns a contiguous chunk of envs, an
-// exclusive scan of the per-thread ended counts places each ended episode in the ring in env
-// order, and a fixed tree sums the returns in fp64. Contract in episode_tracker.h.
+// exclusive scan of the per-thread ended counts (cub::BlockScan) places each ended episode in
+// the ring in env order, and cub::BlockReduce sums the returns in fp64 (a fixed order for the
+// fixed block size: deterministic). Contract in episode_tracker.h.
 #include "kernels/rl/dqn/episode_tracker.h"
+
+#include <cub/block/block_reduce.cuh>
+#include <cub/block/block_scan.cuh>
 
 #include "lib/core/error.h"
 #include "lib/core/nvtx_range.h"
@@ -12,17 +16,18 @@ namespace {
 
 constexpr unsigned kThreads = 256;
 
-__global__ void episode_tracker(EpisodeTrackerState state, const float* rewards,
-                                const std::uint8_t* terminated, const std::uint8_t* truncated,
-                                std::size_t env_count) {
-  __shared__ unsigned long long offsets[kThreads];
-  __shared__ double sums[kThreads];
-  __shared__ unsigned long long head;
-  __shared__ unsigned long long total;
+__global__ void __launch_bounds__(kThreads)
+    episode_tracker(EpisodeTrackerState state, const float* rewards,
+                    const std::uint8_t* terminated, const std::uint8_t* truncated,
+                    std::size_t env_count) {
+  using BlockScan = cub::BlockScan<unsigned long long, kThreads>;
+  using BlockReduce = cub::BlockReduce<double, kThreads>;
+  __shared__ typename BlockScan::TempStorage scan_storage;
+  __shared__ typename BlockReduce::TempStorage reduce_storage;
   const std::size_t chunk = (env_count + kThreads - 1) / kThreads;
   const std::size_t begin = threadIdx.x * chunk;
   const std::size_t end = begin + chunk < env_count ? begin + chunk : env_count;
-  if (threadIdx.x == 0) head = state.counters[kEpisodesCompleted];
+  const unsigned long long head = state.counters[kEpisodesCompleted];  // every thread: same value
   unsigned long long count = 0;
   double sum = 0.0;
   for (std::size_t n = begin; n < end; ++n) {
@@ -35,21 +40,11 @@ __global__ void episode_tracker(EpisodeTrackerState state, const float* rewards,
       sum += static_cast<double>(r);
     }
   }
-  offsets[threadIdx.x] = count;
-  sums[threadIdx.x] = sum;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    unsigned long long running = 0;
-    for (unsigned t = 0; t < kThreads; ++t) {
-      const unsigned long long c = offsets[t];
-      offsets[t] = running;
-      running += c;
-    }
-    total = running;
-  }
-  __syncthreads();
+  unsigned long long k = 0;
+  unsigned long long total = 0;
+  BlockScan(scan_storage).ExclusiveSum(count, k, total);
+  const double block_sum = BlockReduce(reduce_storage).Sum(sum);  // valid in thread 0
   const std::size_t capacity = state.ring_capacity;
-  unsigned long long k = offsets[threadIdx.x];
   for (std::size_t n = begin; n < end; ++n) {
     const bool ended = (terminated != nullptr && terminated[n] != 0) ||
                        (truncated != nullptr && truncated[n] != 0);
@@ -59,15 +54,12 @@ __global__ void episode_tracker(EpisodeTrackerState state, const float* rewards,
     state.running_return[n] = 0.0f;
     ++k;
   }
-  for (unsigned half = kThreads / 2; half > 0; half /= 2) {
-    if (threadIdx.x < half) sums[threadIdx.x] += sums[threadIdx.x + half];
-    __syncthreads();
-  }
+  __syncthreads();  // every thread has read counters[kEpisodesCompleted]
   if (threadIdx.x == 0) {
     state.counters[kEpisodesCompleted] = head + total;
     state.counters[kVectorSteps] += 1;
     state.counters[kEpochEpisodes] += total;
-    *state.epoch_return_sum += sums[0];
+    *state.epoch_return_sum += block_sum;
   }
 }
 

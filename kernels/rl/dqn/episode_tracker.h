@@ -26,8 +26,9 @@ struct EpisodeTrackerState {
 // null = never): running_return[n] += rewards[n] (float); every env whose episode ended appends
 // that return to the ring (in env order) and restarts at 0; the counters advance
 // (kVectorSteps by 1, the episode counters by the ended count) and epoch_return_sum adds the
-// ended returns (fp64, fixed-order tree). One block: deterministic, no atomics. Run it once per
-// collection step after everything that reads counters[kVectorSteps] (epsilon-greedy).
+// ended returns (fp64, cub::BlockReduce: a fixed order). One block: deterministic, no atomics.
+// Run it once per collection step after everything that reads counters[kVectorSteps]
+// (epsilon-greedy).
 void launch_episode_tracker(const EpisodeTrackerState& state, const float* rewards,
                             const std::uint8_t* terminated, const std::uint8_t* truncated,
                             std::size_t env_count, cudaStream_t stream);
