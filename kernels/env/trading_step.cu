@@ -41,11 +41,11 @@ __device__ inline void write_observation_by_warp(float* row, std::int32_t time,
                                                  std::int32_t position,
                                                  const TradingSeriesDeviceView& series,
                                                  std::int32_t window, unsigned lane) {
-  const std::uint32_t window_values =
-      static_cast<std::uint32_t>(window) * static_cast<std::uint32_t>(series.feature_count);
+  const std::size_t window_values =
+      static_cast<std::size_t>(window) * static_cast<std::size_t>(series.feature_count);
   const float* first = series.features + static_cast<std::size_t>(time + 1 - window) *
                                              static_cast<std::size_t>(series.feature_count);
-  for (std::uint32_t j = lane; j < window_values; j += 32) row[j] = first[j];
+  for (std::size_t j = lane; j < window_values; j += 32) row[j] = first[j];
   if (lane == 0) row[window_values] = static_cast<float>(position);
 }
 

@@ -64,7 +64,7 @@ void launch_trading_reset(TradingStateView state, float* observations,
 // its final observation to next_observations, its return to episode_returns, adds it (float,
 // in episode order) to completed_return_sum and counts it in completed_episodes (reduce both
 // with launch_episode_stats), then auto-resets with the draw of its next episode.
-// Deterministic (each env is written by one thread; no float atomics). `actions` must not
+// Deterministic (each env's state is written by one lane; no float atomics). `actions` must not
 // alias the outputs; next_observations and observations must not alias each other.
 void launch_trading_step(TradingStepOutputs outputs, TradingStateView state,
                          const std::int32_t* actions, TradingSeriesDeviceView series,

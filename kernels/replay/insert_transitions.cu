@@ -8,9 +8,9 @@
 // n <= 64 rows of at most 16384 elements in all (a DQN vector step): one launch of one
 // 256-thread block in which warp 0 writes the leaves and recomputes the kept levels (one pass
 // of 8 quads per level, __syncwarp between levels) while warps 1-7 copy the rows: the copy
-// hides under the tree's dependent loads. Larger batches: copy_rows (one warp per row,
-// grid-stride) and then write_inserted_leaves (one 1024-thread block, every quad on the tree,
-// a block barrier between levels) without the copy.
+// hides under the tree's dependent loads. Larger batches: copy_rows (one warp per row, or a
+// block per row wider than 1024 elements; grid-stride) and then write_inserted_leaves (one
+// 1024-thread block, every quad on the tree, a block barrier between levels) without the copy.
 // write_inserted_leaves reads the live maximum priority (the max tree's root; 1.0 when no leaf
 //   is positive) before touching any leaf, sets the n leaves to it, bumps their generations,
 //   then recomputes the kept levels above them (replay_tree.cuh), and finally advances cursor by
@@ -28,10 +28,11 @@ namespace {
 
 constexpr int kTreeBlock = 1024;
 // Batches the tree kernel copies itself: at most 64 rows and 16384 state elements (a DQN vector
-// step is 32 x 64); wider rows go to copy_rows' grid, which one block would serialize.
+// step is 32 x 64); larger batches go to copy_rows' grid.
 constexpr std::uint32_t kSmallInsert = 64;
 constexpr std::uint64_t kSmallInsertElements = 16384;
 constexpr int kSmallInsertBlock = 256;
+constexpr std::uint64_t kWideRow = 1024;  // copy_rows: wider rows get a block each
 
 // The rows of an inserted batch ([n, state_dim] states and next states, [n] the rest).
 struct InsertedRows {
@@ -43,13 +44,13 @@ struct InsertedRows {
 };
 
 // Rows first_row, first_row + row_stride, ... of the n-row batch to slots (cursor + row) %
-// capacity (cursor < capacity, n <= capacity), one row per warp: lanes over the state
-// elements (coalesced), lane 0 the row's scalars. Every lane of the warp calls it.
-__device__ inline void copy_rows_by_warp(const ReplayStorageView& storage, std::uint32_t capacity,
-                                         std::uint32_t cursor, const InsertedRows& rows,
-                                         std::uint32_t n, std::uint32_t first_row,
-                                         std::uint32_t row_stride) {
-  const std::uint32_t lane = threadIdx.x % 32;
+// capacity (cursor < capacity, n <= capacity), one row per group of `group_size` threads: the
+// group's lanes over the state elements (coalesced), its lane 0 the row's scalars.
+__device__ inline void copy_rows_by_group(const ReplayStorageView& storage, std::uint32_t capacity,
+                                          std::uint32_t cursor, const InsertedRows& rows,
+                                          std::uint32_t n, std::uint32_t first_row,
+                                          std::uint32_t row_stride, std::uint32_t lane,
+                                          std::uint32_t group_size) {
   const std::uint64_t dim = storage.state_dim;
   for (std::uint32_t row = first_row; row < n; row += row_stride) {
     const std::uint32_t wrapped = cursor + row;  // < 2 capacity <= 2^31
@@ -58,7 +59,7 @@ __device__ inline void copy_rows_by_warp(const ReplayStorageView& storage, std::
     const float* next_states = rows.next_states + row * dim;
     float* states_out = storage.states + slot * dim;
     float* next_states_out = storage.next_states + slot * dim;
-    for (std::uint64_t col = lane; col < dim; col += 32) {
+    for (std::uint64_t col = lane; col < dim; col += group_size) {
       states_out[col] = states[col];
       next_states_out[col] = next_states[col];
     }
@@ -75,9 +76,12 @@ __global__ void copy_rows(ReplayStorageView storage, const ReplayCounters* count
                           std::uint32_t skipped) {
   const std::uint32_t cursor = static_cast<std::uint32_t>(
       (std::uint64_t{counters->cursor} + skipped) % capacity);
-  const std::uint32_t warps_per_block = blockDim.x / 32;
-  copy_rows_by_warp(storage, capacity, cursor, rows, n,
-                    blockIdx.x * warps_per_block + threadIdx.x / 32, gridDim.x * warps_per_block);
+  // A row per warp; rows wider than kWideRow elements a row per block (one warp would serialize).
+  const std::uint32_t group_size = storage.state_dim > kWideRow ? blockDim.x : 32;
+  const std::uint32_t groups_per_block = blockDim.x / group_size;
+  copy_rows_by_group(storage, capacity, cursor, rows, n,
+                     blockIdx.x * groups_per_block + threadIdx.x / group_size,
+                     gridDim.x * groups_per_block, threadIdx.x % group_size, group_size);
 }
 
 // The live maximum priority a new leaf gets (1.0 when no leaf is positive).
@@ -152,8 +156,8 @@ __global__ void __launch_bounds__(kTreeBlock)
       below = height;
     }
   } else {
-    copy_rows_by_warp(storage, capacity, cursor, rows, n, threadIdx.x / 32 - 1,
-                      blockDim.x / 32 - 1);
+    copy_rows_by_group(storage, capacity, cursor, rows, n, threadIdx.x / 32 - 1,
+                       blockDim.x / 32 - 1, threadIdx.x % 32, 32);
   }
   __syncthreads();  // every thread has read counters->cursor
   if (threadIdx.x == 0) advance_counters(counters, end, n, capacity);
@@ -170,14 +174,15 @@ void launch_insert_transitions(ReplayStorageView storage, ReplayTreeView tree,
   if (n == 0) return;
   const InsertedRows rows{states, actions, rewards, next_states, dones};
   const std::uint64_t total = std::uint64_t{n} * storage.state_dim;
-  if (n <= kSmallInsert && total <= kSmallInsertElements) {  // rows, leaves, kept levels: one launch
+  if (n <= kSmallInsert && total <= kSmallInsertElements) {  // rows, leaves, tree: one launch
     write_inserted_leaves<<<1, kSmallInsertBlock, 0, stream>>>(storage, tree, counters, rows,
                                                                true, n, skipped);
     RESIDENT_CHECK_LAUNCH("write_inserted_leaves");
     return;
   }
-  constexpr unsigned kCopyBlock = 256;  // 8 rows at a time
-  const unsigned blocks = grid_stride_blocks(n, kCopyBlock / 32, 4096);
+  constexpr unsigned kCopyBlock = 256;  // 8 rows at a time (1 when wider than kWideRow)
+  const unsigned rows_per_block = storage.state_dim > kWideRow ? 1 : kCopyBlock / 32;
+  const unsigned blocks = grid_stride_blocks(n, rows_per_block, 4096);
   copy_rows<<<blocks, kCopyBlock, 0, stream>>>(storage, counters, tree.capacity, rows, n, skipped);
   RESIDENT_CHECK_LAUNCH("copy_rows");
   write_inserted_leaves<<<1, kTreeBlock, 0, stream>>>(storage, tree, counters, InsertedRows{},

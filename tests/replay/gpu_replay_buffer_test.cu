@@ -339,24 +339,29 @@ TEST(GpuReplay, InsertKeepsTheTreesExactOnBothPaths) {
 // slots, weights and rows equal the oracle's.
 TEST(GpuReplay, WideRowsTakeTheCopyKernelAndLandWhereTheCpuPutsThem) {
   RESIDENT_REQUIRE_GPU();
-  constexpr std::size_t kWide = 300;
-  ReplayConfig config = make_config(150, ReplayPriorityMode::Proportional, ReplaySampling::Stratified);
-  config.state_dim = kWide;
-  Stream stream;
-  GpuReplayBuffer gpu(config, 16, 9, stream.get());
-  CpuReplayBuffer cpu(config);
-  std::mt19937_64 rng(4242);
-  for (const std::size_t n : {60u, 64u, 50u, 3u}) {  // wraps at the third insert
-    { TwinInsert rows(HostTransitions(n, kWide, rng), gpu, cpu); }
-    sync_cpu_priorities(gpu, cpu);
-    const std::size_t draws = std::min<std::size_t>(16, cpu.size());
-    std::vector<double> uniforms(draws);
-    for (double& u : uniforms) u = unit_uniform(rng);
-    const auto device_uniforms = to_device(uniforms);
-    SampledBatch want;
-    cpu.sample_with_uniforms(uniforms, want);
-    expect_same_sample(download(gpu.sample_with_uniforms(device_uniforms.data(), draws), kWide),
-                       want, "after inserting " + std::to_string(n) + " wide rows");
+  // 300: a warp per row in the copy kernel; 1100 (> 1024): a block per row there. Both also
+  // take the one-launch path at 3 rows.
+  for (const std::size_t wide : {300u, 1100u}) {
+    ReplayConfig config =
+        make_config(150, ReplayPriorityMode::Proportional, ReplaySampling::Stratified);
+    config.state_dim = wide;
+    Stream stream;
+    GpuReplayBuffer gpu(config, 16, 9, stream.get());
+    CpuReplayBuffer cpu(config);
+    std::mt19937_64 rng(4242 + wide);
+    for (const std::size_t n : {60u, 64u, 50u, 3u}) {  // wraps at the third insert
+      { TwinInsert rows(HostTransitions(n, wide, rng), gpu, cpu); }
+      sync_cpu_priorities(gpu, cpu);
+      const std::size_t draws = std::min<std::size_t>(16, cpu.size());
+      std::vector<double> uniforms(draws);
+      for (double& u : uniforms) u = unit_uniform(rng);
+      const auto device_uniforms = to_device(uniforms);
+      SampledBatch want;
+      cpu.sample_with_uniforms(uniforms, want);
+      expect_same_sample(download(gpu.sample_with_uniforms(device_uniforms.data(), draws), wide),
+                         want, "width " + std::to_string(wide) + ", after inserting " +
+                                   std::to_string(n) + " rows");
+    }
   }
 }
 

@@ -21,7 +21,8 @@ __global__ void __launch_bounds__(kThreads)
                     const std::uint8_t* terminated, const std::uint8_t* truncated,
                     std::size_t env_count) {
   using BlockScan = cub::BlockScan<unsigned long long, kThreads>;
-  using BlockReduce = cub::BlockReduce<double, kThreads>;
+  // The algorithm named: its fp64 order is the epoch return sum's bits.
+  using BlockReduce = cub::BlockReduce<double, kThreads, cub::BLOCK_REDUCE_WARP_REDUCTIONS>;
   __shared__ typename BlockScan::TempStorage scan_storage;
   __shared__ typename BlockReduce::TempStorage reduce_storage;
   const std::size_t chunk = (env_count + kThreads - 1) / kThreads;
@@ -50,7 +51,8 @@ __global__ void __launch_bounds__(kThreads)
                        (truncated != nullptr && truncated[n] != 0);
     if (!ended) continue;
     // Only the last `capacity` episodes of this step reach the ring: no two threads write a slot.
-    if (k + capacity >= total) state.recent_returns[(head + k) % capacity] = state.running_return[n];
+    if (k + capacity >= total)
+      state.recent_returns[(head + k) % capacity] = state.running_return[n];
     state.running_return[n] = 0.0f;
     ++k;
   }
