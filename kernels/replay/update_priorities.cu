@@ -11,7 +11,10 @@
 // owners write their leaves, then the kept levels above them (replay_tree.cuh: heights 5, 10,
 // ..., the root) are recomputed one kept level at a time, each touched node from its 32 (or,
 // for the root's group, 2^(depth % 5)) descendants by one quad of lanes, a block barrier
-// between kept levels: 4 barriers at 2^20 leaves instead of 20. A node touched by several
+// between kept levels: 4 barriers at 2^20 leaves instead of 20. Each quad stages its 12 16-byte
+// loads in shared memory by cp.async (pull_kept_node_by_quad_staged), so a level waits one
+// memory round trip (with 1024 threads and so 64 registers the register loads went in ~5
+// dependent waves). A node touched by several
 // entries is recomputed once at the levels of at most kClaimNodes nodes (the quad that first
 // tags it in a shared claim array leads; the tag names the chunk and the height, so the array is
 // never cleared), and once per warp below them (match_any; rare there: the levels are wide).
@@ -20,6 +23,10 @@
 // Bit-identical to CpuSumTree's nodes at the kept heights; deterministic; no atomics on the tree;
 // no scratch outside shared memory.
 #include "kernels/replay/replay_kernels.h"
+
+#include <atomic>
+#include <cstddef>
+
 #include "kernels/replay/replay_tree.cuh"
 #include "lib/core/error.h"
 #include "lib/core/nvtx_range.h"
@@ -32,7 +39,7 @@ constexpr int kThreads = 1024;
 constexpr int kQuads = kThreads / kLanesPerKeptNode;  // nodes recomputed per block pass
 constexpr int kTableSize = 2 * kThreads;              // hash buckets: at most half full
 constexpr std::uint32_t kEmpty = 0xffffffffu;         // a bucket without a slot; also "no leaf"
-constexpr int kClaimLog2 = 12;                         // levels of <= 4096 nodes: block-wide
+constexpr int kClaimLog2 = 10;                         // levels of <= 1024 nodes: block-wide
 constexpr std::uint32_t kClaimNodes = 1u << kClaimLog2;
 constexpr unsigned kFullMask = 0xffffffffu;
 
@@ -53,6 +60,7 @@ __global__ void __launch_bounds__(kThreads)
   __shared__ std::uint32_t bucket_owner[kTableSize];  // 1 + the chunk position of its last entry
   __shared__ std::uint32_t owned_leaf[kThreads];      // leaf node entry t wrote, or kEmpty
   __shared__ std::uint32_t node_claim[kClaimNodes];   // the tag of the last level that took it
+  extern __shared__ double2 stage[];  // [kStagedPairsPerThread][kThreads]: the level's loads
 
   for (std::uint32_t i = threadIdx.x; i < kClaimNodes; i += kThreads) node_claim[i] = kEmpty;
 
@@ -130,7 +138,7 @@ __global__ void __launch_bounds__(kThreads)
                   static_cast<std::uint32_t>(__ffs(peers) - 1) / kLanesPerKeptNode ==
                       (t % 32) / kLanesPerKeptNode;
         }
-        pull_kept_node_by_quad(tree, node, r, leads);
+        pull_kept_node_by_quad_staged(tree, node, r, leads, stage, kThreads);
       }
       below = height;
     }
@@ -149,8 +157,21 @@ void launch_update_priorities(ReplayTreeView tree, ReplayCounters* counters,
                               std::uint32_t count, ReplayParams params, cudaStream_t stream) {
   const NvtxRange range("replay/update_priorities");
   if (count == 0) return;
-  update_priorities<<<1, kThreads, 0, stream>>>(tree, counters, generations_now, indices,
-                                                generations, td_errors, count, params);
+  // 192 KB of stage beside 24 KB of static tables: above the 48 KB default, so opted in once per
+  // device (the attribute is a property of the function on that device).
+  constexpr std::size_t kStageBytes = sizeof(double2) * kStagedPairsPerThread * kThreads;
+  static std::atomic<std::uint64_t> opted_in{0};
+  int device = 0;
+  RESIDENT_CUDA_CHECK(cudaGetDevice(&device));
+  const std::uint64_t bit = device < 64 ? std::uint64_t{1} << device : 0;
+  if ((opted_in.load(std::memory_order_relaxed) & bit) == 0 || bit == 0) {
+    RESIDENT_CUDA_CHECK(cudaFuncSetAttribute(update_priorities,
+                                             cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             static_cast<int>(kStageBytes)));
+    opted_in.fetch_or(bit, std::memory_order_relaxed);
+  }
+  update_priorities<<<1, kThreads, kStageBytes, stream>>>(tree, counters, generations_now, indices,
+                                                          generations, td_errors, count, params);
   RESIDENT_CHECK_LAUNCH("update_priorities");
 }
 
