@@ -51,6 +51,10 @@ struct SampledRowsView {
 };
 
 // Device copies of the replay parameters the kernels need.
+// How the priority update loads the descendants of the nodes it recomputes
+// (launch_update_priorities in kernels/replay/replay_kernels.h).
+enum class KeptNodeLoads { Staged, Registers };
+
 struct ReplayParams {
   double alpha;
   double epsilon;

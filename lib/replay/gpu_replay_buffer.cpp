@@ -197,8 +197,9 @@ void GpuReplayBuffer::update_priorities(const std::uint32_t* indices,
     throw_invalid("GpuReplayBuffer::update_priorities",
                   "count = " + std::to_string(count) + ", allowed [0, 2147483647]", __FILE__,
                   __LINE__);
-  kernels::launch_update_priorities(tree_view(), counters_.data(), generations_.data(), indices, generations, td_errors,
-                                    static_cast<std::uint32_t>(count), params_, stream);
+  kernels::launch_update_priorities(tree_view(), counters_.data(), generations_.data(), indices,
+                                    generations, td_errors, static_cast<std::uint32_t>(count),
+                                    params_, stream, kept_node_loads_);
 }
 
 void GpuReplayBuffer::throw_if_nonfinite(std::uint64_t nonfinite, std::uint64_t bad_index,
