@@ -11,10 +11,13 @@
 // the GPU's gradients, and the clip scale left at 1; the target params against the reference
 // target update from the GPU's new online params; the step counter. The trainer-level checks (graph replay = eager, audit
 // contract, learning) are dqn_trainer_test's and dqn_learning_test's, which run this kernel by
-// default. Argument checks run without a GPU.
+// default. Argument checks run without a GPU. DqnFusedStepPhases prints each phase's median
+// time at the bench's shape (the kernel's diagnostic phase clock).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdint>
 #include <limits>
 #include <random>
@@ -80,56 +83,95 @@ kernels::FusedStepMlp network_view(MlpRig& rig) {
   return view;
 }
 
+// The kernel's inputs for one case: online and target networks on their slabs (random
+// weights, non-zero biases; the two differ), scratch, views, the optimizer and the outputs.
+struct FusedDqnRig {
+  DqnCase c;
+  std::size_t b, obs, actions, layers;
+  nn::MlpConfig mlp_config;
+  MlpRig online, target;
+  std::mt19937_64 rng;
+  std::vector<DeviceBuffer<float>> buffers;
+  kernels::FusedStepMlp online_view;
+  kd::DqnFusedTarget target_view;
+  kernels::FusedStepScratch online_scratch;
+  unsigned grid;
+  DeviceBuffer<double> norm_partials;
+  nn::AdamWConfig adamw;
+  kernels::FusedStepOptimizer optimizer;
+  kd::DqnFusedConstants constants;
+  DeviceBuffer<float> d_td, d_loss;
+
+  explicit FusedDqnRig(const DqnCase& dqn_case)
+      : c(dqn_case),
+        b(c.batch),
+        obs(c.widths.front()),
+        actions(c.widths.back()),
+        layers(c.widths.size() - 1),
+        mlp_config{.widths = c.widths, .hidden_activation = {c.activation}},
+        online(mlp_config, 2 * b, 101 + b),
+        target(mlp_config, b, 202 + b),
+        rng(b * 977 + obs),
+        d_td(b),
+        d_loss(1) {
+    for (MlpRig* rig : {&online, &target})  // non-zero biases
+      for (std::size_t l = 0; l < layers; ++l)
+        rig->slab.upload(nn::SlabPart::Params, rig->mlp.bias_name(l),
+                         random_floats(c.widths[l + 1], -0.2f, 0.2f, rng), rig->context.stream());
+    target.context.synchronize();
+    const auto scratch = [&](std::size_t n) { return buffers.emplace_back(n).data(); };
+    online_view = network_view(online);
+    target_view.network = network_view(target);
+    for (std::size_t l = 0; l < layers; ++l) {
+      online_scratch.d_pre_activations[l] = scratch(b * c.widths[l + 1]);
+      if (l + 1 < layers) {
+        online_scratch.pre_activations[l] = scratch(2 * b * c.widths[l + 1]);
+        online_scratch.activations[l] = scratch(2 * b * c.widths[l + 1]);
+        target_view.scratch.pre_activations[l] = scratch(b * c.widths[l + 1]);
+        target_view.scratch.activations[l] = scratch(b * c.widths[l + 1]);
+      }
+    }
+    online_scratch.loss_partials = scratch(kernels::fused_step_loss_partials(b));
+    grid = c.grid != 0 ? c.grid : kd::dqn_fused_step_grid(c.widths, b, mlp_config.hidden_activation);
+    norm_partials = DeviceBuffer<double>(grid);
+    online_scratch.norm_partials = norm_partials.data();
+    target_view.params = target.slab.params();
+    target_view.tau = c.tau;
+    target_view.period = c.period;
+    adamw.lr = 1e-3;
+    adamw.weight_decay = 0.01;
+    const nn::ParamSlab::OptimizerViews views = online.slab.optimizer_views();
+    optimizer = {.params = views.params, .m = views.m, .v = views.v, .grads = views.grads,
+                 .decay_mask = views.decay_mask, .n = views.n, .step = views.step,
+                 .norm = views.grad_norm, .grad_scale = views.clip_scale,
+                 .max_norm = c.max_grad_norm, .constants = nn::adamw_constants(adamw, "test")};
+    constants = {0.97f, 0.5f, c.delta};
+  }
+
+  void launch(const DeviceBuffer<float>& states, const DeviceBuffer<std::int32_t>& acts,
+              const DeviceBuffer<float>& rewards, const DeviceBuffer<std::uint8_t>& dones,
+              const float* is_weights) {
+    kd::launch_dqn_train_step_fused({d_td.data(), d_loss.data()}, online_view, online_scratch,
+                                    target_view, optimizer,
+                                    {states.data(), acts.data(), rewards.data(), dones.data(),
+                                     is_weights},
+                                    b, constants, grid, online.context.stream());
+  }
+};
+
 TEST_P(DqnFusedStep, StepsMatchTheReferences) {
   RESIDENT_REQUIRE_GPU();
-  const DqnCase& c = GetParam();
-  const std::size_t b = c.batch, obs = c.widths.front(), actions = c.widths.back();
-  const std::size_t layers = c.widths.size() - 1;
-  const nn::MlpConfig mlp_config{.widths = c.widths, .hidden_activation = {c.activation}};
-  MlpRig online(mlp_config, 2 * b, 101 + b), target(mlp_config, b, 202 + b);
+  FusedDqnRig rig(GetParam());
+  const DqnCase& c = rig.c;
+  const std::size_t b = rig.b, obs = rig.obs, actions = rig.actions, layers = rig.layers;
+  MlpRig& online = rig.online;
+  MlpRig& target = rig.target;
   const cudaStream_t stream = online.context.stream();
-  std::mt19937_64 rng(b * 977 + obs);
-  for (MlpRig* rig : {&online, &target})  // non-zero biases
-    for (std::size_t l = 0; l < layers; ++l)
-      rig->slab.upload(nn::SlabPart::Params, rig->mlp.bias_name(l),
-                       random_floats(c.widths[l + 1], -0.2f, 0.2f, rng), rig->context.stream());
-  target.context.synchronize();
-
-  // Scratch and views.
-  std::vector<DeviceBuffer<float>> buffers;
-  const auto scratch = [&](std::size_t n) { return buffers.emplace_back(n).data(); };
-  kernels::FusedStepMlp online_view = network_view(online);
-  kernels::dqn::DqnFusedTarget target_view;
-  target_view.network = network_view(target);
-  kernels::FusedStepScratch online_scratch;
-  for (std::size_t l = 0; l < layers; ++l) {
-    online_scratch.d_pre_activations[l] = scratch(b * c.widths[l + 1]);
-    if (l + 1 < layers) {
-      online_scratch.pre_activations[l] = scratch(2 * b * c.widths[l + 1]);
-      online_scratch.activations[l] = scratch(2 * b * c.widths[l + 1]);
-      target_view.scratch.pre_activations[l] = scratch(b * c.widths[l + 1]);
-      target_view.scratch.activations[l] = scratch(b * c.widths[l + 1]);
-    }
-  }
-  online_scratch.loss_partials = scratch(kernels::fused_step_loss_partials(b));
-  const unsigned grid =
-      c.grid != 0 ? c.grid : kd::dqn_fused_step_grid(c.widths, b, mlp_config.hidden_activation);
-  DeviceBuffer<double> norm_partials(grid);
-  online_scratch.norm_partials = norm_partials.data();
-  target_view.params = target.slab.params();
-  target_view.tau = c.tau;
-  target_view.period = c.period;
-  nn::AdamWConfig adamw;
-  adamw.lr = 1e-3;
-  adamw.weight_decay = 0.01;
-  const nn::ParamSlab::OptimizerViews views = online.slab.optimizer_views();
-  const kernels::FusedStepOptimizer optimizer{
-      .params = views.params, .m = views.m, .v = views.v, .grads = views.grads,
-      .decay_mask = views.decay_mask, .n = views.n, .step = views.step, .norm = views.grad_norm,
-      .grad_scale = views.clip_scale, .max_norm = c.max_grad_norm,
-      .constants = nn::adamw_constants(adamw, "test")};
-  const kd::DqnFusedConstants constants{0.97f, 0.5f, c.delta};
-  DeviceBuffer<float> d_td(b), d_loss(1);
+  std::mt19937_64& rng = rig.rng;
+  const nn::AdamWConfig& adamw = rig.adamw;
+  const kd::DqnFusedConstants& constants = rig.constants;
+  DeviceBuffer<float>& d_td = rig.d_td;
+  DeviceBuffer<float>& d_loss = rig.d_loss;
 
   const auto layers_ref = test::mlp_reference::reference_layers(online.mlp);
   std::vector<std::uint8_t> decay;  // the reference's flat mask: weights 1, biases 0
@@ -181,11 +223,7 @@ TEST_P(DqnFusedStep, StepsMatchTheReferences) {
     d_td.upload(test::nn_support::nans(b));
     d_loss.upload(test::nn_support::nans(1));
 
-    kd::launch_dqn_train_step_fused(
-        {d_td.data(), d_loss.data()}, online_view, online_scratch, target_view, optimizer,
-        {d_states.data(), d_actions.data(), d_rewards.data(), d_dones.data(),
-         c.is_weights ? d_weights.data() : nullptr},
-        b, constants, grid, stream);
+    rig.launch(d_states, d_actions, d_rewards, d_dones, c.is_weights ? d_weights.data() : nullptr);
     ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
 
     // The references from the parameters the step started from.
@@ -282,6 +320,56 @@ INSTANTIATE_TEST_SUITE_P(
         DqnCase{{5, 33, 7}, 37, kernels::ActivationKind::Tanh, false, 0.5f, 1, 0.01f, 0.5f, 3,
                 true, "two_layers_unweighted_clipped_3_blocks_invalid_actions"}),
     [](const ::testing::TestParamInfo<DqnCase>& info) { return std::string(info.param.name); });
+
+// The diagnostic phase clock at the DQN bench's shape (256 x 64-256-256-3, Polyak, IS weights):
+// 2 * layers + 1 readings per step, in order; prints the median duration of each phase (with the
+// barrier ending it) over 50 steps on one batch, after 10 unclocked ones.
+TEST(DqnFusedStepPhases, ClockReadingsAreOrderedAndPrinted) {
+  RESIDENT_REQUIRE_GPU();
+  FusedDqnRig rig(DqnCase{{64, 256, 256, 3}, 256, kernels::ActivationKind::Relu, true, 0.005f, 1,
+                          10.0f, 1.0f, 0, false, "bench_shape"});
+  const std::size_t b = rig.b;
+  DeviceBuffer<float> states(2 * b * rig.obs), rewards(b), weights(b);
+  DeviceBuffer<std::int32_t> acts(b);
+  DeviceBuffer<std::uint8_t> dones(b);
+  states.upload(random_floats(states.size(), -1.0f, 1.0f, rig.rng));
+  rewards.upload(random_floats(b, -1.0f, 1.0f, rig.rng));
+  weights.upload(random_floats(b, 0.2f, 1.0f, rig.rng));
+  std::vector<std::int32_t> a(b);
+  std::vector<std::uint8_t> d(b);
+  for (std::size_t i = 0; i < b; ++i) {
+    a[i] = static_cast<std::int32_t>(rig.rng() % rig.actions);
+    d[i] = (rig.rng() % 4) == 0;
+  }
+  acts.upload(a);
+  dones.upload(d);
+  const std::size_t slots = 2 * rig.layers + 1;
+  DeviceBuffer<std::uint64_t> times(slots);
+  std::vector<std::vector<double>> durations(slots - 1);
+  for (int s = 0; s < 60; ++s) {
+    rig.online_scratch.phase_times = s < 10 ? nullptr : times.data();
+    rig.launch(states, acts, rewards, dones, weights.data());
+    rig.online.context.synchronize();
+    if (s < 10) continue;
+    const std::vector<std::uint64_t> t = times.download();
+    for (std::size_t i = 1; i < slots; ++i) {
+      ASSERT_GE(t[i], t[i - 1]) << "reading " << i << " of step " << s;
+      durations[i - 1].push_back(static_cast<double>(t[i] - t[i - 1]) * 1e-3);
+    }
+    ASSERT_GT(t[slots - 1], t[0]);
+  }
+  const char* names[] = {"forward 1 (online 2B + target B)", "forward 2 (online 2B + target B)",
+                         "head (Q, targets, Huber, dz2)", "backward 2", "backward 1 + norm partials",
+                         "optimizer + target update"};
+  double total = 0.0;
+  for (std::size_t i = 0; i + 1 < slots; ++i) {
+    std::sort(durations[i].begin(), durations[i].end());
+    const double median = durations[i][durations[i].size() / 2];
+    total += median;
+    std::printf("  phase %-34s median %6.2f us\n", names[i], median);
+  }
+  std::printf("  in-kernel total (block 0, start to end) %.2f us\n", total);
+}
 
 // Invalid DQN arguments are refused on the host, naming the value and the limit (no GPU needed).
 TEST(DqnFusedStepArguments, InvalidArgumentsNameTheValueAndTheLimit) {
