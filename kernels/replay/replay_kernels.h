@@ -34,6 +34,10 @@ void launch_update_priorities(ReplayTreeView tree, ReplayCounters* counters,
                               const std::uint32_t* indices, const std::uint32_t* generations,
                               const float* td_errors, std::uint32_t count, ReplayParams params,
                               cudaStream_t stream, KeptNodeLoads loads = KeptNodeLoads::Staged);
+// Asks the current device once whether it takes the staged loads (and opts that kernel in
+// there): true when it does. GpuReplayBuffer calls it at construction, so that no launch (and no
+// CUDA-graph capture) does the asking.
+bool prepare_update_priorities();
 
 // Proportional draws: out_indices/out_generations/out_weights [batch], and each draw's row
 // gathered from `storage` into `rows` (fused: no separate gather launch). Uniforms come from

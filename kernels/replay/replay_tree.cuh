@@ -144,6 +144,7 @@ __device__ inline void pull_kept_node_by_quad_staged(const ReplayTreeView& tree,
                                 trees[t] + first + c, sizeof(double2));
   __pipeline_commit();
   __pipeline_wait_prior(0);
+  asm volatile("" ::: "memory");  // no shared read moves above the wait (its asm has no clobber)
   double sum[kDescendantsPerLane], low[kDescendantsPerLane], high[kDescendantsPerLane];
 #pragma unroll
   for (int c = 0; c < kDescendantsPerLane; c += 2) {

@@ -15,8 +15,7 @@
 // loads in shared memory by cp.async (pull_kept_node_by_quad_staged), so a level waits one
 // memory round trip (the register loads went in ~5 dependent waves: ncu's source view at 1e6);
 // devices without 216 KB of shared memory per block take the register loads. A node touched by
-// several
-// entries is recomputed once at the levels of at most kClaimNodes nodes (the quad that first
+// several entries is recomputed once at the levels of at most kClaimNodes nodes (the quad that first
 // tags it in a shared claim array leads; the tag names the chunk and the height, so the array is
 // never cleared), and once per warp below them (match_any; rare there: the levels are wide).
 // A node recomputed more than once is computed from the same final descendants, so every write
@@ -158,9 +157,9 @@ __global__ void __launch_bounds__(kThreads)
 constexpr std::size_t kStageBytes = sizeof(double2) * kStagedPairsPerThread * kThreads;
 
 // Whether the current device gives one block the staged kernel's shared memory (sm_90 and
-// sm_100: 227 KB; not, e.g., sm_86 or sm_120). The first call on a device that does opts the
-// kernel in (the attribute is a property of the function on that device); later calls read the
-// cached answer.
+// sm_100: 227 KB; not sm_80, sm_86, sm_89 or sm_120). The first call on a device that does opts
+// the kernel in (the attribute is a property of the function on that device); later calls read
+// the cached answer (devices 0-63; a device >= 64 asks every time).
 bool staged_update_fits() {
   static std::atomic<std::uint64_t> checked{0}, fits{0};  // bit d: device d (d < 64)
   int device = 0;
@@ -184,6 +183,8 @@ bool staged_update_fits() {
 }
 
 }  // namespace
+
+bool prepare_update_priorities() { return staged_update_fits(); }
 
 void launch_update_priorities(ReplayTreeView tree, ReplayCounters* counters,
                               const std::uint32_t* generations_now, const std::uint32_t* indices,

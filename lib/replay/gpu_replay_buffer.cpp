@@ -79,7 +79,9 @@ GpuReplayBuffer::GpuReplayBuffer(const ReplayConfig& config, std::size_t max_bat
   params_.stratified = config.sampling == ReplaySampling::Stratified;
   const auto capacity = static_cast<std::uint32_t>(config.capacity);
 
-  // Setup (may upload): empty trees, zero generations and counters, scratch.
+  // Setup (may upload): empty trees, zero generations and counters, scratch; the update's
+  // device query (outside any capture).
+  (void)kernels::prepare_update_priorities();
   kernels::launch_init_replay_tree(tree_view(), stream_);
   RESIDENT_CUDA_CHECK(cudaMemsetAsync(generations_.data(), 0, generations_.bytes(), stream_));
   RESIDENT_CUDA_CHECK(cudaMemsetAsync(counters_.data(), 0, counters_.bytes(), stream_));
