@@ -74,6 +74,19 @@ void expect_same_sample(const HostSample& gpu, const SampledBatch& cpu, const st
               where.c_str(), cpu.indices.size(), worst, cpu.beta);
 }
 
+// `draws` draws from both buffers with the same fresh uniforms: the same slots, weights and rows
+// (call sync_cpu_priorities first where the GPU's priorities moved).
+void expect_same_draws(GpuReplayBuffer& gpu, CpuReplayBuffer& cpu, std::size_t draws,
+                       std::size_t dim, std::mt19937_64& rng, const std::string& where) {
+  std::vector<double> uniforms(draws);
+  for (double& u : uniforms) u = unit_uniform(rng);
+  const auto device_uniforms = to_device(uniforms);
+  SampledBatch want;
+  cpu.sample_with_uniforms(uniforms, want);
+  expect_same_sample(download(gpu.sample_with_uniforms(device_uniforms.data(), draws), dim), want,
+                     where);
+}
+
 // Makes the CPU tree hold exactly the GPU's leaves (after comparing them to rel 1e-12).
 void sync_cpu_priorities(const GpuReplayBuffer& gpu, CpuReplayBuffer& cpu) {
   const std::vector<double> leaves = gpu.read_leaf_priorities();
@@ -276,13 +289,7 @@ TEST(GpuReplay, UpdateMatchesCpuAtBlockShapeBoundaries) {
       { TwinInsert one(HostTransitions(1, kDim, rng), gpu, cpu); }  // slot 0 or the next free one
       EXPECT_EQ(gpu.read_leaf_priorities()[fill.inserted % fill.capacity], max_leaf) << where;
       sync_cpu_priorities(gpu, cpu);
-      std::vector<double> uniforms(8);
-      for (double& u : uniforms) u = unit_uniform(rng);
-      const auto device_uniforms = to_device(uniforms);
-      SampledBatch want;
-      cpu.sample_with_uniforms(uniforms, want);
-      expect_same_sample(download(gpu.sample_with_uniforms(device_uniforms.data(), 8), kDim), want,
-                         where + ", after the boundary updates");
+      expect_same_draws(gpu, cpu, 8, kDim, rng, where + ", after the boundary updates");
     }
   }
 }
@@ -336,14 +343,7 @@ TEST(GpuReplay, InsertKeepsTheTreesExactOnBothPaths) {
             << where << ", slot " << slot;
       ASSERT_EQ(kept_levels_mismatch(sums, extremes.min_positive, extremes.max), "") << where;
       sync_cpu_priorities(gpu, cpu);  // the next insert's maximum, bit for bit on both sides
-      const std::size_t draws = std::min<std::size_t>(8, cpu.size());
-      std::vector<double> uniforms(draws);
-      for (double& u : uniforms) u = unit_uniform(rng);
-      const auto device_uniforms = to_device(uniforms);
-      SampledBatch want;
-      cpu.sample_with_uniforms(uniforms, want);
-      expect_same_sample(download(gpu.sample_with_uniforms(device_uniforms.data(), draws), kDim),
-                         want, where);
+      expect_same_draws(gpu, cpu, std::min<std::size_t>(8, cpu.size()), kDim, rng, where);
     }
   }
 }
@@ -366,15 +366,9 @@ TEST(GpuReplay, WideRowsTakeTheCopyKernelAndLandWhereTheCpuPutsThem) {
     for (const std::size_t n : {60u, 64u, 50u, 3u}) {  // wraps at the third insert
       { TwinInsert rows(HostTransitions(n, wide, rng), gpu, cpu); }
       sync_cpu_priorities(gpu, cpu);
-      const std::size_t draws = std::min<std::size_t>(16, cpu.size());
-      std::vector<double> uniforms(draws);
-      for (double& u : uniforms) u = unit_uniform(rng);
-      const auto device_uniforms = to_device(uniforms);
-      SampledBatch want;
-      cpu.sample_with_uniforms(uniforms, want);
-      expect_same_sample(download(gpu.sample_with_uniforms(device_uniforms.data(), draws), wide),
-                         want, "width " + std::to_string(wide) + ", after inserting " +
-                                   std::to_string(n) + " rows");
+      expect_same_draws(gpu, cpu, std::min<std::size_t>(16, cpu.size()), wide, rng,
+                        "width " + std::to_string(wide) + ", after inserting " +
+                            std::to_string(n) + " rows");
     }
   }
 }
