@@ -9,9 +9,10 @@
 //                           above use both fused kernels)
 //   dqn_epoch/resident_gemm_acting  the fused gradient step, acting on the GEMM path (what the
 //                           fused acting kernel saves)
-//   dqn_epoch/resident_serial_update  every priority update and train-metrics launch in line
-//                           (DqnConfig::overlap_priority_update off; the other resident rows
-//                           run a step's last ones beside the next step's collection)
+//   dqn_epoch/resident_serial_update  every priority update, train-metrics and episode-tracker
+//                           launch in line (DqnConfig::overlap_side_work off; the other
+//                           resident rows run a step's last update beside the next step's
+//                           collection and the tracker beside the insert and training)
 // Default config: trading env on a synthetic market, window 9 x 7 features + position = 64-dim
 // observations, 32 envs, MLP 64-256-256-3, replay capacity 1e6, batch 256.
 // Targets (H200): resident >= 5x host-staged; >= 20k gradient steps/s resident.
@@ -35,7 +36,7 @@ constexpr std::size_t kStepsPerEpoch = 200;
 struct Fused {
   bool train_step = true;
   bool acting = true;
-  bool overlap_update = true;
+  bool side_work = true;
 };
 
 DqnConfig bench_config(DqnPipeline pipeline, Fused fused) {
@@ -58,7 +59,7 @@ DqnConfig bench_config(DqnPipeline pipeline, Fused fused) {
   c.pipeline = pipeline;
   c.fused_train_step = fused.train_step;
   c.fused_acting = fused.acting;
-  c.overlap_priority_update = fused.overlap_update;
+  c.overlap_side_work = fused.side_work;
   c.seed = 1;
   return c;
 }
@@ -69,7 +70,7 @@ void BM_dqn_epoch(benchmark::State& state, DqnPipeline pipeline, Fused fused) {
   state.SetLabel(std::string("gradient step: ") +
                  (trainer.fused_train_step() ? "fused" : "GEMM path") +
                  ", acting: " + (trainer.fused_acting() ? "fused" : "GEMM path") +
-                 (config.overlap_priority_update ? "" : ", serial priority update"));
+                 (config.overlap_side_work ? "" : ", no side stream"));
   audit::TransferContract contract;  // host-staged: no limits
   if (pipeline == DqnPipeline::Resident) {
     contract.max_d2h_scalar = DqnEpochContract::max_d2h_scalar;

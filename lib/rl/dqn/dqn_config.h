@@ -64,12 +64,13 @@ struct DqnConfig {
   // cooperative kernel (kernels/rl/dqn/dqn_act_fused.h) where the network qualifies as above
   // (any N); else the network's forward and the epsilon-greedy launch. Evaluation acts the same.
   bool fused_acting = true;
-  // Resident pipeline: a train step's last priority update (and its train metrics) runs beside
-  // the next step's collection (policy, env step, assembly, tracking: none touches the replay
-  // or the train counters), on a second stream joined before that step's insert. The replay and
-  // the metrics see the same operations in the same order, so results are bit-identical either
-  // way (not in the config hash).
-  bool overlap_priority_update = true;
+  // Resident pipeline, work on a second stream: a train step's last priority update (and its
+  // train metrics) beside the next step's collection (policy, env step, assembly: none touches
+  // the replay or the train counters), joined before that step's insert; and each step's
+  // episode tracker beside its insert, draw and gradient step (none touches the tracker's
+  // state), joined at the step's end. Every buffer sees the same operations in the same order,
+  // so results are bit-identical either way (not in the config hash).
+  bool overlap_side_work = true;
   bool allow_tf32 = false;
   DqnPipeline pipeline = DqnPipeline::Resident;
   std::uint64_t seed = 0;
@@ -80,7 +81,7 @@ struct DqnConfig {
 void validate(const DqnConfig& config);
 
 // 64-bit hash of every field that changes what training computes (use_graph and
-// overlap_priority_update, which do not, are left out). Checkpoints carry it.
+// overlap_side_work, which do not, are left out). Checkpoints carry it.
 std::uint64_t config_hash(const DqnConfig& config);
 
 // The CartPole-v1 learning config the tests hold to (3 of 3 seeds reach a last-100 mean return

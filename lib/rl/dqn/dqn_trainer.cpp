@@ -206,15 +206,24 @@ kd::TrainMetricsState DqnTrainer::metrics_state() noexcept {
   return {epoch_loss_sum_.data(), train_counters_.data()};
 }
 
-void DqnTrainer::collect_step() {
+void DqnTrainer::collect_step(bool tracker_beside) {
   const cudaStream_t s = context_.stream();
   act(current_obs_.data(), config_.epsilon, tracker_counters_.data() + kd::kVectorSteps);
   env_->step(actions_.data(), s);
   kd::launch_transition_assembly(
       {trans_states_.data(), trans_next_states_.data(), trans_dones_.data(), current_obs_.data()},
       env_->sources(), n_, d_, s);
+  // The tracker reads the env's rewards and end flags (the insert only reads them too) and its
+  // own state; the next step's policy reads its step counter, after the join.
+  cudaStream_t tracker_stream = s;
+  if (tracker_beside) {
+    tracker_fork_.record(s);
+    tracker_fork_.make_wait(side_stream_.get());
+    tracker_stream = side_stream_.get();
+  }
   kd::launch_episode_tracker(tracker_state(), env_->rewards(), env_->terminated(),
-                             env_->truncated(), n_, s);
+                             env_->truncated(), n_, tracker_stream);
+  if (tracker_beside) tracker_join_.record(tracker_stream);
 }
 
 std::vector<std::size_t> DqnTrainer::fusable_widths() const {
@@ -356,21 +365,33 @@ void DqnTrainer::enqueue_step(bool train) {
   // collection: they read that step's sample views, td_errors_ and loss_, which nothing here
   // rewrites before the join, and write the replay and the train counters, which the
   // collection does not touch.
-  const bool overlapped = update_pending_;
-  if (overlapped) {
+  bool update_forked = update_pending_;
+  if (update_forked) {
     fork_event_.record(s);
     fork_event_.make_wait(side_stream_.get());
     finish_train_step(pending_sample_, side_stream_.get());
     join_event_.record(side_stream_.get());
     update_pending_ = false;
   }
+  const bool tracker_beside = config_.overlap_side_work;
+  bool tracker_forked = false;
   try {
-    collect_step();
+    collect_step(tracker_beside);
+    tracker_forked = tracker_beside;
+    if (update_forked) join_event_.make_wait(s);  // the insert writes the replay
+    update_forked = false;
+    insert_and_train(train);
   } catch (...) {
-    if (overlapped) join_event_.make_wait(s);  // later work on s stays ordered after the update
+    // Later work on s stays ordered after whatever was forked (a capture also needs the joins).
+    if (update_forked) join_event_.make_wait(s);
+    if (tracker_forked) tracker_join_.make_wait(s);
     throw;
   }
-  if (overlapped) join_event_.make_wait(s);
+  if (tracker_forked) tracker_join_.make_wait(s);  // before the next step's policy reads it
+}
+
+void DqnTrainer::insert_and_train(bool train) {
+  const cudaStream_t s = context_.stream();
   gpu_replay_->insert_batch({trans_states_.data(), actions_.data(), env_->rewards(),
                              trans_next_states_.data(), trans_dones_.data()},
                             n_);
@@ -379,7 +400,7 @@ void DqnTrainer::enqueue_step(bool train) {
     const DeviceSampledBatch sampled = gpu_replay_->sample(b_);
     train_on_batch({sampled.states, sampled.actions, sampled.rewards, sampled.next_states,
                     sampled.dones, sampled.is_weights, /*states_then_next_states=*/true});
-    if (config_.overlap_priority_update && g + 1 == config_.gradient_steps_per_env_step) {
+    if (config_.overlap_side_work && g + 1 == config_.gradient_steps_per_env_step) {
       pending_sample_ = sampled;  // finished beside the next step's collection
       update_pending_ = true;
     } else {
@@ -431,7 +452,7 @@ void DqnTrainer::host_staged_step(bool train) {
   const NvtxRange range("dqn/host_staged_step");
   const cudaStream_t s = context_.stream();
   HostStaging& h = *staged_;
-  collect_step();
+  collect_step(/*tracker_beside=*/false);
   d2h(h.states.data(), trans_states_.data(), n_ * d_, s);
   d2h(h.next_states.data(), trans_next_states_.data(), n_ * d_, s);
   d2h(h.rewards.data(), env_->rewards(), n_, s);
@@ -482,7 +503,7 @@ void DqnTrainer::step(bool train) {
     // Collection-only steps run eagerly: they are the warm-up, and the replay's host-side size
     // (which sample() checks when the train graph is captured) only counts host calls.
     enqueue_step(train);
-  } else if (config_.overlap_priority_update && !update_pending_) {
+  } else if (config_.overlap_side_work && !update_pending_) {
     // The first train step of an epoch: no update pending from a previous step, unlike the
     // steady state the train graph holds (its replays start with the pending update).
     enqueue_step(train);

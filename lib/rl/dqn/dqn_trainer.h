@@ -13,7 +13,8 @@
 //
 // Resident pipeline: a step only enqueues kernels (no allocation, copy or sync) on one stream,
 // but for a step's last priority update and train metrics, which run on a second stream beside
-// the next step's collection (DqnConfig::overlap_priority_update; events order them),
+// the next step's collection, and its episode tracker, beside its insert and training
+// (DqnConfig::overlap_side_work; events order them),
 // captured once into a CUDA graph (one for collection alone, one for collection + training) and
 // replayed; an epoch is steps_per_epoch replays, then one summary kernel and the epoch's only
 // host interaction: two 8-byte ScalarReadbacks (mean loss and recent mean return; first
@@ -131,12 +132,15 @@ class DqnTrainer {
   // After a gradient step's kernels: the priority update from its TD errors and the train
   // metrics (loss, non-finite counts), on `stream`.
   void finish_train_step(const DeviceSampledBatch& sampled, cudaStream_t stream);
-  // Resident, DqnConfig::overlap_priority_update: a step's last finish_train_step is left
+  // Resident, DqnConfig::overlap_side_work: a step's last finish_train_step is left
   // pending and runs on side_stream_ beside the next step's collection (which touches neither
   // the replay nor the train counters), joined before that step's insert; train_epoch flushes
   // it at its end.
   void flush_pending_update();
-  void collect_step();            // policy, env, assembly, tracking (no insert)
+  // Policy, env, assembly, tracking (no insert); the tracker on side_stream_ when tracker_beside
+  // (the caller joins tracker_join_ before the step ends).
+  void collect_step(bool tracker_beside);
+  void insert_and_train(bool train);  // resident: the insert, then draws and gradient steps
   void train_on_batch(const SampleView& batch);  // targets .. target update (no priorities)
   void host_staged_step(bool train);
   void capture(bool train);
@@ -151,7 +155,7 @@ class DqnTrainer {
   std::unique_ptr<QNetwork> online_, target_;
   std::unique_ptr<GpuReplayBuffer> gpu_replay_;
   Stream side_stream_;
-  Event fork_event_, join_event_;
+  Event fork_event_, join_event_, tracker_fork_, tracker_join_;
   bool update_pending_ = false;
   DeviceSampledBatch pending_sample_;  // the sample whose priorities the pending update sets
   std::unique_ptr<HostStaging> staged_;

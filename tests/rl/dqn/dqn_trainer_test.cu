@@ -110,14 +110,16 @@ INSTANTIATE_TEST_SUITE_P(Envs, DqnGraphVsEager, ::testing::Values(0, 1, 2),
                          });
 
 // The last priority update of each train step runs beside the next step's collection on a
-// second stream (DqnConfig::overlap_priority_update): the replay sees the same operations in
-// the same order, so the run is bit-identical to the serial one: parameters, optimizer state,
+// second stream, and each step's episode tracker beside its insert and training
+// (DqnConfig::overlap_side_work): every buffer sees the same operations in the same order, so
+// the run is bit-identical to the serial one (the tracker's episode counts and returns are in
+// the epoch metrics): parameters, optimizer state,
 // epoch metrics, and the replay's trees and counters, after epochs that start with an eager step
 // and continue with graph replays (and once more fully eager); on the trading env (fused acting
 // beside the update) and CartPole with the dueling head (cuBLAS acting beside it). In eager mode
 // a missing join would likely still pass (the one-block update ends before the collection);
 // with graphs a missing join fails the capture and a missing fork loses or reorders the update.
-TEST(DqnTrainer, OverlappedPriorityUpdateChangesNothing) {
+TEST(DqnTrainer, SideStreamWorkChangesNothing) {
   RESIDENT_REQUIRE_GPU();
   for (const bool use_graph : {true, false})
   for (const bool dueling : {false, true}) {
@@ -125,8 +127,8 @@ TEST(DqnTrainer, OverlappedPriorityUpdateChangesNothing) {
         small_config(dueling ? DqnEnvKind::CartPole : DqnEnvKind::Trading, dueling);
     overlapped_config.use_graph = use_graph;
     DqnConfig serial_config = overlapped_config;
-    overlapped_config.overlap_priority_update = true;
-    serial_config.overlap_priority_update = false;
+    overlapped_config.overlap_side_work = true;
+    serial_config.overlap_side_work = false;
     DqnTrainer overlapped(overlapped_config), serial(serial_config);
     for (int epoch = 0; epoch < 4; ++epoch) {
       const DqnEpochMetrics o = overlapped.train_epoch(), s = serial.train_epoch();
