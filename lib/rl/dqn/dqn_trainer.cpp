@@ -206,7 +206,7 @@ kd::TrainMetricsState DqnTrainer::metrics_state() noexcept {
   return {epoch_loss_sum_.data(), train_counters_.data()};
 }
 
-void DqnTrainer::collect_step(bool tracker_beside) {
+void DqnTrainer::collect_step(bool tracker_beside, bool& tracker_forked) {
   const cudaStream_t s = context_.stream();
   act(current_obs_.data(), config_.epsilon, tracker_counters_.data() + kd::kVectorSteps);
   env_->step(actions_.data(), s);
@@ -219,6 +219,7 @@ void DqnTrainer::collect_step(bool tracker_beside) {
   if (tracker_beside) {
     tracker_fork_.record(s);
     tracker_fork_.make_wait(side_stream_.get());
+    tracker_forked = true;  // from here on the caller must join the side stream
     tracker_stream = side_stream_.get();
   }
   kd::launch_episode_tracker(tracker_state(), env_->rewards(), env_->terminated(),
@@ -361,30 +362,32 @@ void DqnTrainer::train_on_batch(const SampleView& batch) {
 void DqnTrainer::enqueue_step(bool train) {
   const NvtxRange range("dqn/step");
   const cudaStream_t s = context_.stream();
-  // The previous step's last priority update and train metrics beside this step's
-  // collection: they read that step's sample views, td_errors_ and loss_, which nothing here
+  // (This step's episode tracker forks in collect_step and joins at the end.) The previous
+  // step's last priority update and train metrics beside this step's collection: they read that step's sample views, td_errors_ and loss_, which nothing here
   // rewrites before the join, and write the replay and the train counters, which the
   // collection does not touch.
   bool update_forked = update_pending_;
   if (update_forked) {
-    fork_event_.record(s);
-    fork_event_.make_wait(side_stream_.get());
+    update_fork_.record(s);
+    update_fork_.make_wait(side_stream_.get());
     finish_train_step(pending_sample_, side_stream_.get());
-    join_event_.record(side_stream_.get());
+    update_join_.record(side_stream_.get());
     update_pending_ = false;
   }
   const bool tracker_beside = config_.overlap_side_work;
   bool tracker_forked = false;
   try {
-    collect_step(tracker_beside);
-    tracker_forked = tracker_beside;
-    if (update_forked) join_event_.make_wait(s);  // the insert writes the replay
+    collect_step(tracker_beside, tracker_forked);
+    if (update_forked) update_join_.make_wait(s);  // the insert writes the replay
     update_forked = false;
     insert_and_train(train);
   } catch (...) {
     // Later work on s stays ordered after whatever was forked (a capture also needs the joins).
-    if (update_forked) join_event_.make_wait(s);
-    if (tracker_forked) tracker_join_.make_wait(s);
+    if (update_forked) update_join_.make_wait(s);
+    if (tracker_forked) {  // re-recorded: valid whether or not the tracker was launched
+      tracker_join_.record(side_stream_.get());
+      tracker_join_.make_wait(s);
+    }
     throw;
   }
   if (tracker_forked) tracker_join_.make_wait(s);  // before the next step's policy reads it
@@ -452,7 +455,8 @@ void DqnTrainer::host_staged_step(bool train) {
   const NvtxRange range("dqn/host_staged_step");
   const cudaStream_t s = context_.stream();
   HostStaging& h = *staged_;
-  collect_step(/*tracker_beside=*/false);
+  bool tracker_forked = false;
+  collect_step(/*tracker_beside=*/false, tracker_forked);
   d2h(h.states.data(), trans_states_.data(), n_ * d_, s);
   d2h(h.next_states.data(), trans_next_states_.data(), n_ * d_, s);
   d2h(h.rewards.data(), env_->rewards(), n_, s);

@@ -137,9 +137,10 @@ class DqnTrainer {
   // the replay nor the train counters), joined before that step's insert; train_epoch flushes
   // it at its end.
   void flush_pending_update();
-  // Policy, env, assembly, tracking (no insert); the tracker on side_stream_ when tracker_beside
-  // (the caller joins tracker_join_ before the step ends).
-  void collect_step(bool tracker_beside);
+  // Policy, env, assembly, tracking (no insert); the tracker on side_stream_ when tracker_beside,
+  // setting tracker_forked once the side stream waits on it (the caller then joins tracker_join_
+  // before the step ends, also when this throws).
+  void collect_step(bool tracker_beside, bool& tracker_forked);
   void insert_and_train(bool train);  // resident: the insert, then draws and gradient steps
   void train_on_batch(const SampleView& batch);  // targets .. target update (no priorities)
   void host_staged_step(bool train);
@@ -155,7 +156,7 @@ class DqnTrainer {
   std::unique_ptr<QNetwork> online_, target_;
   std::unique_ptr<GpuReplayBuffer> gpu_replay_;
   Stream side_stream_;
-  Event fork_event_, join_event_, tracker_fork_, tracker_join_;
+  Event update_fork_, update_join_, tracker_fork_, tracker_join_;
   bool update_pending_ = false;
   DeviceSampledBatch pending_sample_;  // the sample whose priorities the pending update sets
   std::unique_ptr<HostStaging> staged_;

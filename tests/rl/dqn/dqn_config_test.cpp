@@ -70,7 +70,7 @@ TEST(DqnConfig, HashFollowsTrainingFieldsButNotTheSchedulingSwitches) {
   EXPECT_EQ(config_hash(a), config_hash(b));
   b.use_graph = false;
   EXPECT_EQ(config_hash(a), config_hash(b));
-  b.overlap_side_work = false;  // same operations on the replay in the same order
+  b.overlap_side_work = false;  // every buffer sees the same operations in the same order
   EXPECT_EQ(config_hash(a), config_hash(b));
   b.adamw.lr = 1e-3;
   EXPECT_NE(config_hash(a), config_hash(b));

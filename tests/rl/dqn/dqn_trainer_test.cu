@@ -117,8 +117,9 @@ INSTANTIATE_TEST_SUITE_P(Envs, DqnGraphVsEager, ::testing::Values(0, 1, 2),
 // epoch metrics, and the replay's trees and counters, after epochs that start with an eager step
 // and continue with graph replays (and once more fully eager); on the trading env (fused acting
 // beside the update) and CartPole with the dueling head (cuBLAS acting beside it). In eager mode
-// a missing join would likely still pass (the one-block update ends before the collection);
-// with graphs a missing join fails the capture and a missing fork loses or reorders the update.
+// a missing join would likely still pass (the one-block update ends before the collection, the
+// one-block tracker before the insert and training); with graphs a missing join fails the
+// capture, and a missing fork loses or reorders the update or the tracker.
 TEST(DqnTrainer, SideStreamWorkChangesNothing) {
   RESIDENT_REQUIRE_GPU();
   for (const bool use_graph : {true, false})
@@ -133,6 +134,7 @@ TEST(DqnTrainer, SideStreamWorkChangesNothing) {
     for (int epoch = 0; epoch < 4; ++epoch) {
       const DqnEpochMetrics o = overlapped.train_epoch(), s = serial.train_epoch();
       ASSERT_TRUE(same_bits(o, s)) << "epoch " << epoch << ", graphs " << use_graph;
+      if (epoch == 3) ASSERT_GT(o.episodes, 0u) << "the tracker must have ended episodes";
     }
     ASSERT_GT(overlapped.gradient_steps(), 0u);
     EXPECT_TRUE(snapshot(overlapped) == snapshot(serial)) << "graphs " << use_graph;
