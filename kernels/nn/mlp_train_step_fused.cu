@@ -91,7 +91,8 @@ __device__ void head_tile(const Args& p, int t, float (*head_dy)[kMaxOut], float
 
 template <ActivationKind Kind>
 __global__ void __launch_bounds__(kThreads) mlp_train_step_fused(const __grid_constant__ Args p) {
-  __shared__ Chunks chunks;
+  extern __shared__ float4 tile_stage_memory[];  // kTileStageBytes (launch_cooperative)
+  TileStages& chunks = *reinterpret_cast<TileStages*>(tile_stage_memory);
   __shared__ float head_dy[kHeadRows][kMaxOut];
   __shared__ float head_loss[kHeadRows];
   __shared__ BlockSum::TempStorage reduce_temp;
