@@ -61,6 +61,8 @@ struct TileStages {
   Chunks stage[kStages];
 };
 inline constexpr std::size_t kTileStageBytes = sizeof(TileStages);
+// The most static shared memory a fused kernel declares beside the stages (the DQN step: ~4 KB).
+inline constexpr std::size_t kMaxStaticSharedBytes = 8192;
 // After a tile's last chunk the same memory holds the slices' partial sums.
 struct SlicePartials {
   float c[kSlices][kTile][kTile];
@@ -548,7 +550,8 @@ inline void require_supported(const char* op, std::span<const std::size_t> width
 
 // Lets `kernel` take kTileStageBytes of dynamic shared memory on the current device (above the
 // 48 KB default: an opt-in per function and device, done once each; host side, outside any
-// capture when the grid function ran first).
+// capture when the grid function ran first). Throws when the device cannot give a block that
+// (fused_step_device_ok() says so beforehand).
 template <typename Kernel>
 void allow_tile_stages(Kernel kernel) {
   static std::mutex mutex;
@@ -558,6 +561,17 @@ void allow_tile_stages(Kernel kernel) {
   const std::pair<const void*, int> key{reinterpret_cast<const void*>(kernel), device};
   const std::lock_guard<std::mutex> lock(mutex);
   if (std::find(allowed.begin(), allowed.end(), key) != allowed.end()) return;
+  cudaFuncAttributes attributes{};
+  RESIDENT_CUDA_CHECK(cudaFuncGetAttributes(&attributes, kernel));
+  int optin = 0;
+  RESIDENT_CUDA_CHECK(
+      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  const std::size_t needed = attributes.sharedSizeBytes + kTileStageBytes;
+  if (needed > static_cast<std::size_t>(optin))
+    throw Error("fused step", "unsupported device",
+                "a block needs " + std::to_string(needed) + " bytes of shared memory, device " +
+                    std::to_string(device) + " gives at most " + std::to_string(optin),
+                __FILE__, __LINE__);
   RESIDENT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            static_cast<int>(kTileStageBytes)));
   allowed.push_back(key);
@@ -565,8 +579,9 @@ void allow_tile_stages(Kernel kernel) {
 
 // The grid of a cooperative launch of `kernel` (kThreads threads, kTileStageBytes of dynamic
 // shared memory beside its static): as many blocks as the largest phase has tiles, at most as
-// many as are co-resident on the current device. Host-side device queries only. Throws naming
-// `op` when the device cannot launch cooperative kernels or no block fits an SM.
+// many as are co-resident on the current device. Host side: device queries and the kernel's
+// shared-memory opt-in (allow_tile_stages). Throws naming `op` when the device cannot launch
+// cooperative kernels or no block fits an SM, and when it cannot give a block the stages.
 template <typename Kernel>
 unsigned cooperative_grid(Kernel kernel, std::size_t max_tiles, const char* op) {
   int device = 0, cooperative = 0, sms = 0, per_sm = 0;

@@ -34,10 +34,7 @@ void RegressionStep::set_up_fused_step() {
   if (mc.backend != GemmBackend::Cublas || !mc.bias || !overwrite_grads_ ||
       batch_ > kFusedStepMaxBatch || !kernels::fused_step_supports(mc.widths))
     return;
-  int device = 0, cooperative = 0;
-  RESIDENT_CUDA_CHECK(cudaGetDevice(&device));
-  RESIDENT_CUDA_CHECK(cudaDeviceGetAttribute(&cooperative, cudaDevAttrCooperativeLaunch, device));
-  if (cooperative == 0) return;
+  if (!kernels::fused_step_device_ok()) return;
   const std::size_t layers = mlp_.layers();
   fused_mlp_.layers = layers;
   fused_mlp_.hidden_activation = mc.hidden_activation;

@@ -236,10 +236,7 @@ std::vector<std::size_t> DqnTrainer::fusable_widths() const {
   if (config_.dueling || config_.allow_tf32 || !mc.bias || mc.backend != nn::GemmBackend::Cublas ||
       !kernels::fused_step_supports(widths))
     return {};
-  int device = 0, cooperative = 0;
-  RESIDENT_CUDA_CHECK(cudaGetDevice(&device));
-  RESIDENT_CUDA_CHECK(cudaDeviceGetAttribute(&cooperative, cudaDevAttrCooperativeLaunch, device));
-  if (cooperative == 0) return {};
+  if (!kernels::fused_step_device_ok()) return {};
   return widths;
 }
 
