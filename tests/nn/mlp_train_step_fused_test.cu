@@ -191,23 +191,12 @@ TEST(FusedStepPhases, ClockReadingsAreOrderedAndPrinted) {
   for (int s = 0; s < 50; ++s) {
     step.replay(context);
     context.synchronize();
-    const std::vector<std::uint64_t> t = times.download();
-    for (std::size_t i = 1; i < slots; ++i) {
-      ASSERT_GE(t[i], t[i - 1]) << "reading " << i << " of step " << s;
-      durations[i - 1].push_back(static_cast<double>(t[i] - t[i - 1]) * 1e-3);
-    }
-    ASSERT_GT(t[slots - 1], t[0]);
+    ASSERT_EQ(test::fused_step_support::add_phase_durations(times.download(), durations), "")
+        << "step " << s;
   }
-  const char* names[] = {"forward 1", "forward 2", "head", "backward 2", "backward 1 + norm partials",
-                         "optimizer"};
-  double total = 0.0;
-  for (std::size_t i = 0; i + 1 < slots; ++i) {
-    std::sort(durations[i].begin(), durations[i].end());
-    const double median = durations[i][durations[i].size() / 2];
-    total += median;
-    std::printf("  phase %-28s median %6.2f us\n", names[i], median);
-  }
-  std::printf("  in-kernel total (block 0, start to end) %.2f us\n", total);
+  test::fused_step_support::print_phase_medians(
+      durations, {"forward 1", "forward 2", "head", "backward 2", "backward 1 + norm partials",
+                  "optimizer"});
 }
 
 // Invalid arguments are refused on the host, before any device work, naming the value and the

@@ -351,24 +351,13 @@ TEST(DqnFusedStepPhases, ClockReadingsAreOrderedAndPrinted) {
     rig.launch(states, acts, rewards, dones, weights.data());
     rig.online.context.synchronize();
     if (s < 10) continue;
-    const std::vector<std::uint64_t> t = times.download();
-    for (std::size_t i = 1; i < slots; ++i) {
-      ASSERT_GE(t[i], t[i - 1]) << "reading " << i << " of step " << s;
-      durations[i - 1].push_back(static_cast<double>(t[i] - t[i - 1]) * 1e-3);
-    }
-    ASSERT_GT(t[slots - 1], t[0]);
+    ASSERT_EQ(test::fused_step_support::add_phase_durations(times.download(), durations), "")
+        << "step " << s;
   }
-  const char* names[] = {"forward 1 (online 2B + target B)", "forward 2 (online 2B + target B)",
-                         "head (Q, targets, Huber, dz2)", "backward 2", "backward 1 + norm partials",
-                         "optimizer + target update"};
-  double total = 0.0;
-  for (std::size_t i = 0; i + 1 < slots; ++i) {
-    std::sort(durations[i].begin(), durations[i].end());
-    const double median = durations[i][durations[i].size() / 2];
-    total += median;
-    std::printf("  phase %-34s median %6.2f us\n", names[i], median);
-  }
-  std::printf("  in-kernel total (block 0, start to end) %.2f us\n", total);
+  test::fused_step_support::print_phase_medians(
+      durations, {"forward 1 (online 2B + target B)", "forward 2 (online 2B + target B)",
+                  "head (Q, targets, Huber, dz2)", "backward 2", "backward 1 + norm partials",
+                  "optimizer + target update"});
 }
 
 // Invalid DQN arguments are refused on the host, naming the value and the limit (no GPU needed).
