@@ -193,7 +193,6 @@ DqnTrainer::DqnTrainer(const DqnConfig& config)
 
 DqnTrainer::~DqnTrainer() {
   (void)cudaStreamSynchronize(side_stream_.get());  // a pending update reads buffers freed below
-  if (collect_graph_ != nullptr) (void)cudaGraphExecDestroy(collect_graph_);
   if (train_graph_ != nullptr) (void)cudaGraphExecDestroy(train_graph_);
 }
 
@@ -421,8 +420,7 @@ void DqnTrainer::flush_pending_update() {
   update_pending_ = false;
 }
 
-void DqnTrainer::capture(bool train) {
-  cudaGraphExec_t& exec = train ? train_graph_ : collect_graph_;
+void DqnTrainer::capture_train_step() {
   const cudaStream_t s = context_.stream();
   cudaGraph_t graph = nullptr;
   // A failed capture runs nothing of the step: the pending update stays pending.
@@ -431,14 +429,14 @@ void DqnTrainer::capture(bool train) {
   try {
     RESIDENT_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
     try {
-      enqueue_step(train);
+      enqueue_step(/*train=*/true);
     } catch (...) {
       (void)cudaStreamEndCapture(s, &graph);
       if (graph != nullptr) (void)cudaGraphDestroy(graph);
       throw;
     }
     RESIDENT_CUDA_CHECK(cudaStreamEndCapture(s, &graph));
-    const cudaError_t instantiated = cudaGraphInstantiate(&exec, graph, 0);
+    const cudaError_t instantiated = cudaGraphInstantiate(&train_graph_, graph, 0);
     (void)cudaGraphDestroy(graph);
     RESIDENT_CUDA_CHECK(instantiated);
   } catch (...) {
@@ -509,7 +507,7 @@ void DqnTrainer::step(bool train) {
     // steady state the train graph holds (its replays start with the pending update).
     enqueue_step(train);
   } else {
-    if (train_graph_ == nullptr) capture(true);
+    if (train_graph_ == nullptr) capture_train_step();
     RESIDENT_CUDA_CHECK(cudaGraphLaunch(train_graph_, context_.stream()));
   }
   ++vector_steps_;

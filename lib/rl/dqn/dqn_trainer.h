@@ -15,8 +15,8 @@
 // but for a step's last priority update and train metrics, which run on a second stream beside
 // the next step's collection, and its episode tracker, beside its insert and training
 // (DqnConfig::overlap_side_work; events order them),
-// captured once into a CUDA graph (one for collection alone, one for collection + training) and
-// replayed; an epoch is steps_per_epoch replays, then one summary kernel and the epoch's only
+// the steady-state train step (collection + training) captured once into a CUDA graph and
+// replayed (collection-only warm-up steps and each epoch's first train step run eagerly); an epoch is steps_per_epoch replays, then one summary kernel and the epoch's only
 // host interaction: two 8-byte ScalarReadbacks (mean loss and recent mean return; first
 // non-finite step and episode count). A non-finite loss or TD error seen by the device counters
 // throws resident::Error naming the gradient step. Transfer contract: DqnEpochContract.
@@ -144,7 +144,7 @@ class DqnTrainer {
   void insert_and_train(bool train);  // resident: the insert, then draws and gradient steps
   void train_on_batch(const SampleView& batch);  // targets .. target update (no priorities)
   void host_staged_step(bool train);
-  void capture(bool train);
+  void capture_train_step();  // the steady-state train step as a CUDA graph (train_graph_)
   kernels::dqn::EpisodeTrackerState tracker_state() noexcept;
   kernels::dqn::TrainMetricsState metrics_state() noexcept;
 
@@ -198,7 +198,7 @@ class DqnTrainer {
   ScalarReadback<kernels::dqn::EpochSummary> summary_readback_;
   ScalarReadback<kernels::dqn::EpochStatus> status_readback_;
 
-  cudaGraphExec_t collect_graph_ = nullptr, train_graph_ = nullptr;
+  cudaGraphExec_t train_graph_ = nullptr;
   std::size_t warmup_vector_steps_ = 0;
   std::uint64_t vector_steps_ = 0, gradient_steps_ = 0, epoch_ = 0;
 };
