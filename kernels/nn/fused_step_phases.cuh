@@ -250,7 +250,8 @@ __device__ void forward_tile(TileStages& s, const Pass& p, int l, int t) {
 
 // dW_l = dz_l^T a_{l-1} for tile t, and db_l in the tiles of column 0; adds the squares of what
 // it writes to *sum_squares.
-__device__ inline void weight_grad_tile(TileStages& s, const Pass& p, int l, int t, double* sum_squares) {
+__device__ inline void weight_grad_tile(TileStages& s, const Pass& p, int l, int t,
+                                        double* sum_squares) {
   const int in = static_cast<int>(p.net->widths[l - 1]), out = static_cast<int>(p.net->widths[l]);
   const int tiles_n = (in + kTile - 1) / kTile;
   const int m0 = (t / tiles_n) * kTile, n0 = (t % tiles_n) * kTile;

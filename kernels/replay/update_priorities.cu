@@ -15,9 +15,10 @@
 // loads in shared memory by cp.async (pull_kept_node_by_quad_staged), so a level waits one
 // memory round trip (the register loads went in ~5 dependent waves: ncu's source view at 1e6);
 // devices without 216 KB of shared memory per block take the register loads. A node touched by
-// several entries is recomputed once at the levels of at most kClaimNodes nodes (the quad that first
-// tags it in a shared claim array leads; the tag names the chunk and the height, so the array is
-// never cleared), and once per warp below them (match_any; rare there: the levels are wide).
+// several entries is recomputed once at the levels of at most kClaimNodes nodes (the quad that
+// first tags it in a shared claim array leads; the tag names the chunk and the height, so the
+// array is never cleared), and once per warp below them (match_any; rare there: the levels are
+// wide).
 // A node recomputed more than once is computed from the same final descendants, so every write
 // of it stores the same bits.
 // Bit-identical to CpuSumTree's nodes at the kept heights; deterministic; no atomics on the tree;

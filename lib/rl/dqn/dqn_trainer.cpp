@@ -358,10 +358,10 @@ void DqnTrainer::train_on_batch(const SampleView& batch) {
 void DqnTrainer::enqueue_step(bool train) {
   const NvtxRange range("dqn/step");
   const cudaStream_t s = context_.stream();
-  // (This step's episode tracker forks in collect_step and joins at the end.) The previous
-  // step's last priority update and train metrics beside this step's collection: they read that step's sample views, td_errors_ and loss_, which nothing here
-  // rewrites before the join, and write the replay and the train counters, which the
-  // collection does not touch.
+  // The previous step's last priority update and train metrics beside this step's collection:
+  // they read that step's sample views, td_errors_ and loss_, which nothing here rewrites before
+  // the join, and write the replay and the train counters, which the collection does not touch.
+  // (This step's episode tracker forks in collect_step and joins at the end.)
   bool update_forked = update_pending_;
   if (update_forked) {
     update_fork_.record(s);

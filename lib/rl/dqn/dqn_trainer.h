@@ -14,11 +14,12 @@
 // Resident pipeline: a step only enqueues kernels (no allocation, copy or sync) on one stream,
 // but for a step's last priority update and train metrics, which run on a second stream beside
 // the next step's collection, and its episode tracker, beside its insert and training
-// (DqnConfig::overlap_side_work; events order them),
-// the steady-state train step (collection + training) captured once into a CUDA graph and
-// replayed (collection-only warm-up steps and each epoch's first train step run eagerly); an epoch is steps_per_epoch replays, then one summary kernel and the epoch's only
-// host interaction: two 8-byte ScalarReadbacks (mean loss and recent mean return; first
-// non-finite step and episode count). A non-finite loss or TD error seen by the device counters
+// (DqnConfig::overlap_side_work; events order them). The steady-state train step (collection +
+// training) is captured once into a CUDA graph and replayed (collection-only warm-up steps and
+// each epoch's first train step run eagerly); an epoch is steps_per_epoch steps, then one
+// summary kernel and the epoch's only host interaction: two 8-byte ScalarReadbacks (mean loss
+// and recent mean return; first non-finite step and episode count). A non-finite loss or TD
+// error seen by the device counters
 // throws resident::Error naming the gradient step. Transfer contract: DqnEpochContract.
 //
 // Host-staged pipeline (config.pipeline): the same env, policy and network kernels, launched
