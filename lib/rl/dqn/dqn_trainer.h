@@ -19,8 +19,8 @@
 // each epoch's first train step run eagerly); an epoch is steps_per_epoch steps, then one
 // summary kernel and the epoch's only host interaction: two 8-byte ScalarReadbacks (mean loss
 // and recent mean return; first non-finite step and episode count). A non-finite loss or TD
-// error seen by the device counters
-// throws resident::Error naming the gradient step. Transfer contract: DqnEpochContract.
+// error seen by the device counters throws resident::Error naming the gradient step. Transfer
+// contract: DqnEpochContract.
 //
 // Host-staged pipeline (config.pipeline): the same env, policy and network kernels, launched
 // eagerly, with the classic round trips around a CpuReplayBuffer: transitions downloaded every
