@@ -1,6 +1,7 @@
 """bench/ab-bench orchestration, without a GPU: fake builds whose selfcheck passes and whose
 bench binary copies a fixture run to --benchmark_out (build A the "before", build B the
 "after"), so the script's alternation, its files and its comparison can be checked here."""
+import os
 import subprocess
 from pathlib import Path
 
@@ -18,16 +19,18 @@ def fake_build(root: Path, run: Path, selfcheck_status: int = 0) -> Path:
         "#!/bin/sh\n"
         "for a in \"$@\"; do case \"$a\" in --benchmark_out=*) out=${a#--benchmark_out=};; "
         "esac; done\n"
-        f"echo \"args: $*\" >> \"{root}/calls.txt\"\n"
+        f"echo \"args: $* commit: $RESIDENT_GIT_COMMIT\" >> \"{root}/calls.txt\"\n"
         f"cp \"{run}\" \"$out\"\n")
     for f in bench.iterdir():
         f.chmod(0o755)
     return root
 
 
-def run(*args: object) -> subprocess.CompletedProcess:
+def run(*args: object, env: dict | None = None) -> subprocess.CompletedProcess:
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("RESIDENT_GIT_COMMIT")}
+    full_env.update(env or {})
     return subprocess.run(["bash", str(SCRIPT), *map(str, args)], capture_output=True, text=True,
-                          timeout=120)
+                          timeout=120, env=full_env)
 
 
 def test_rounds_alternate_and_each_round_is_compared(tmp_path):
@@ -63,3 +66,19 @@ def test_bad_arguments_name_the_value(tmp_path):
     result = run(a, tmp_path / "missing", tmp_path / "out", "fake_bench", "x")
     assert result.returncode == 2 and "no such binary" in result.stderr
     assert run(a).returncode == 2
+
+
+def test_each_side_runs_under_its_own_commit(tmp_path):
+    a = fake_build(tmp_path / "a", fixture("before.json"))
+    b = fake_build(tmp_path / "b", fixture("after.json"))
+    result = run(a, b, tmp_path / "out", "fake_bench", "x", 1,
+                 env={"RESIDENT_GIT_COMMIT": "both", "RESIDENT_GIT_COMMIT_A": "base",
+                      "RESIDENT_GIT_COMMIT_B": "branch"})
+    assert result.returncode == 0, result.stderr + result.stdout
+    assert (tmp_path / "a" / "calls.txt").read_text().strip().endswith("commit: base")
+    assert (tmp_path / "b" / "calls.txt").read_text().strip().endswith("commit: branch")
+    # Without the per-side names, both sides keep RESIDENT_GIT_COMMIT.
+    result = run(a, b, tmp_path / "out2", "fake_bench", "x", 1, env={"RESIDENT_GIT_COMMIT": "both"})
+    assert result.returncode == 0, result.stderr + result.stdout
+    assert (tmp_path / "a" / "calls.txt").read_text().splitlines()[-1].endswith("commit: both")
+    assert (tmp_path / "b" / "calls.txt").read_text().splitlines()[-1].endswith("commit: both")
