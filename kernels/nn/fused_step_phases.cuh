@@ -4,24 +4,17 @@
 // A Pass is one network over `rows` rows of x with its FusedStepScratch; its phases hand 32 x 32
 // output tiles to the blocks round robin, each tile's product summed in a fixed order (see
 // tile_product), so a step is bit-for-bit reproducible for a given grid. Every function here is
-// called by all kThreads threads of a block (they synchronize the block). A tile's operand
-// chunks land in kStages shared-memory stages by cp.async, all of a K <= 256 product's chunks
-// in flight at once: the kernels hold the stages in kTileStageBytes of dynamic shared memory
-// (cooperative_grid and launch_cooperative opt them in).
+// called by all kThreads threads of a block (they synchronize the block).
 #pragma once
 
 #include <cooperative_groups.h>
-#include <cuda_pipeline.h>
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cub/block/block_reduce.cuh>
-#include <mutex>
 #include <span>
 #include <string>
-#include <utility>
-#include <vector>
 
 #include "kernels/nn/activation_math.cuh"
 #include "kernels/nn/adamw_element.cuh"
@@ -38,7 +31,6 @@ constexpr int kTile = 32;                  // outputs per tile side; 16 x 16 thr
 constexpr int kChunk = 64;                 // k per shared-memory chunk
 constexpr int kStride = kTile + 4;         // floats per chunk row (float4-aligned, fewer conflicts)
 constexpr int kSlices = 4;                 // a chunk's k split over 4 groups of 64 threads
-constexpr int kStages = 4;                 // chunks in flight: a K <= 256 product's all
 constexpr int kSliceK = kChunk / kSlices;
 constexpr int kHeadRows = kThreads / 32;   // one warp per row in the head phase
 constexpr int kMaxOut = static_cast<int>(kFusedStepMaxOut);
@@ -51,24 +43,16 @@ struct Operand {
   int extent;
 };
 
-// One stage: a chunk of both operands, [k][i] (dst[k][i] = element (i0 + i, k0 + k)).
 struct alignas(16) Chunks {
   float a[kChunk][kStride];
   float b[kChunk][kStride];
 };
-// The stages a block's tiles cycle through (dynamic shared memory: kTileStageBytes).
-struct TileStages {
-  Chunks stage[kStages];
-};
-inline constexpr std::size_t kTileStageBytes = sizeof(TileStages);
-// The most static shared memory a fused kernel declares beside the stages (the DQN step: ~4 KB).
-inline constexpr std::size_t kMaxStaticSharedBytes = 8192;
 // After a tile's last chunk the same memory holds the slices' partial sums.
 struct SlicePartials {
   float c[kSlices][kTile][kTile];
   float row_sum[kSlices][kTile];
 };
-static_assert(sizeof(SlicePartials) <= sizeof(TileStages), "the partials reuse the stages' memory");
+static_assert(sizeof(SlicePartials) <= sizeof(Chunks), "the partials reuse the chunks' memory");
 
 // One network over `rows` rows of x (row-major [rows, widths[0]]) and its scratch.
 struct Pass {
@@ -80,46 +64,39 @@ struct Pass {
 
 constexpr int kChunkLoads = kTile * kChunk / kThreads;  // elements per thread per operand
 
-// Element e = threadIdx.x + kThreads * j (j < kChunkLoads) of a kTile x kChunk chunk is
-// (i, k) = (e / kChunk, e % kChunk) for a k-contiguous operand and (e % kTile, e / kTile)
-// otherwise: consecutive threads read consecutive addresses.
+// The chunk of one operand a thread loads, held in registers between the loads and the shared
+// stores so that all of a chunk's loads are in flight at once (and the next chunk's during the
+// current chunk's products). Element e = threadIdx.x + kThreads * j (j < kChunkLoads) of the
+// kTile x kChunk chunk is (i, k) = (e / kChunk, e % kChunk) for a k-contiguous operand and
+// (e % kTile, e / kTile) otherwise: consecutive threads read consecutive addresses.
 template <bool kContiguousK>
-__device__ __forceinline__ int chunk_row_of(int e) { return kContiguousK ? e / kChunk : e % kTile; }
-template <bool kContiguousK>
-__device__ __forceinline__ int chunk_k_of(int e) { return kContiguousK ? e % kChunk : e / kTile; }
+struct ChunkRegisters {
+  float value[kChunkLoads];
 
-// Issues this thread's copies of one operand's chunk (rows i0 .., k0 .. k0 + kChunk) into
-// dst[k][i]: 4-byte cp.async each (any leading dimension, any alignment), so no registers hold
-// them; elements outside the matrix are stored as 0 at once. The caller commits the group.
-template <bool kContiguousK>
-__device__ __forceinline__ void copy_chunk(float (*dst)[kStride], const Operand& op, int i0, int k0,
-                                           int K) {
+  __device__ __forceinline__ static int row_of(int e) { return kContiguousK ? e / kChunk : e % kTile; }
+  __device__ __forceinline__ static int k_of(int e) { return kContiguousK ? e % kChunk : e / kTile; }
+
+  __device__ __forceinline__ void load(const Operand& op, int i0, int k0, int K) {
 #pragma unroll
-  for (int j = 0; j < kChunkLoads; ++j) {
-    const int e = threadIdx.x + kThreads * j;
-    const int i = chunk_row_of<kContiguousK>(e), k = chunk_k_of<kContiguousK>(e);
-    const int gi = i0 + i, gk = k0 + k;
-    if (gi < op.extent && gk < K)
-      __pipeline_memcpy_async(&dst[k][i],
-                              kContiguousK ? op.data + static_cast<std::size_t>(gi) * op.ld + gk
-                                           : op.data + static_cast<std::size_t>(gk) * op.ld + gi,
-                              sizeof(float));
-    else
-      dst[k][i] = 0.0f;
+    for (int j = 0; j < kChunkLoads; ++j) {
+      const int e = threadIdx.x + kThreads * j;
+      const int gi = i0 + row_of(e), gk = k0 + k_of(e);
+      value[j] = 0.0f;  // outside the matrix
+      if (gi < op.extent && gk < K)
+        value[j] = kContiguousK ? op.data[static_cast<std::size_t>(gi) * op.ld + gk]
+                                : op.data[static_cast<std::size_t>(gk) * op.ld + gi];
+    }
   }
-}
 
-// Waits until at most `pending` (0 .. kStages - 1) of this thread's newest copy groups are
-// still in flight (the PTX wait takes an immediate).
-__device__ __forceinline__ void wait_for_copies(int pending) {
-  switch (pending) {
-    case 0: __pipeline_wait_prior(0); break;
-    case 1: __pipeline_wait_prior(1); break;
-    case 2: __pipeline_wait_prior(2); break;
-    default: __pipeline_wait_prior(3); break;
+  // dst[k][i] = element (i0 + i, k0 + k) of the loaded chunk.
+  __device__ __forceinline__ void store(float (*dst)[kStride]) const {
+#pragma unroll
+    for (int j = 0; j < kChunkLoads; ++j) {
+      const int e = threadIdx.x + kThreads * j;
+      dst[k_of(e)][row_of(e)] = value[j];
+    }
   }
-  asm volatile("" ::: "memory");  // no shared read moves above the wait
-}
+};
 
 struct TileSums {
   float c[2][2];     // c[i][j]: output (m0 + 2 ty + i, n0 + 2 tx + j), ty = tid / 16, tx = tid % 16
@@ -132,34 +109,33 @@ struct TileSums {
 // l = tid % 64), summing its k ascending with fmaf; the four groups' sums are then added in
 // group order (((g0 + g1) + g2) + g3) through shared memory and handed out as 2 x 2 blocks. A
 // fixed order: deterministic. Every thread of the block calls it (it synchronizes the block).
-// Chunk c lands in stage c % kStages by cp.async; the first kStages chunks are issued at once,
-// chunk c + kStages as soon as chunk c's products are done, so a tile waits for memory once
-// when K <= kStages * kChunk (the register-staged version waited once per chunk).
+// The next chunk's loads are issued before the current chunk's products.
 template <bool kAContiguousK, bool kBContiguousK, bool kRowSums>
-__device__ TileSums tile_product(TileStages& s, const Operand& a, const Operand& b, int K, int m0,
+__device__ TileSums tile_product(Chunks& s, const Operand& a, const Operand& b, int K, int m0,
                                  int n0) {
   const int group = threadIdx.x / 64, lane64 = threadIdx.x % 64;
   const int my = 4 * (lane64 / 8), mx = 4 * (lane64 % 8);
   float c[4][4] = {};
   float row_sum[4] = {};
-  const int chunks = (K + kChunk - 1) / kChunk;
-  __syncthreads();  // the previous tile's stages (or its partials) are no longer read
-  for (int q = 0; q < chunks && q < kStages; ++q) {
-    copy_chunk<kAContiguousK>(s.stage[q].a, a, m0, q * kChunk, K);
-    copy_chunk<kBContiguousK>(s.stage[q].b, b, n0, q * kChunk, K);
-    __pipeline_commit();
-  }
-  for (int q = 0; q < chunks; ++q) {
-    // Groups committed: chunks 0 .. min(chunks, q + kStages) - 1; chunk q's must be complete.
-    wait_for_copies(min(chunks - q - 1, kStages - 1));
-    __syncthreads();  // every thread's copies of chunk q (and zeros) are visible
-    const Chunks& chunk = s.stage[q % kStages];
+  ChunkRegisters<kAContiguousK> next_a;
+  ChunkRegisters<kBContiguousK> next_b;
+  next_a.load(a, m0, 0, K);
+  next_b.load(b, n0, 0, K);
+  for (int k0 = 0; k0 < K; k0 += kChunk) {
+    __syncthreads();  // the previous chunk (or tile, or its partials) is no longer read
+    next_a.store(s.a);
+    next_b.store(s.b);
+    __syncthreads();
+    if (k0 + kChunk < K) {
+      next_a.load(a, m0, k0 + kChunk, K);
+      next_b.load(b, n0, k0 + kChunk, K);
+    }
     // The whole slice, past K too: the padding is 0 in both operands, and fmaf(0, 0, c) = c.
 #pragma unroll
     for (int kk = 0; kk < kSliceK; ++kk) {
       const int k = group * kSliceK + kk;
-      const float4 a4 = *reinterpret_cast<const float4*>(&chunk.a[k][my]);
-      const float4 b4 = *reinterpret_cast<const float4*>(&chunk.b[k][mx]);
+      const float4 a4 = *reinterpret_cast<const float4*>(&s.a[k][my]);
+      const float4 b4 = *reinterpret_cast<const float4*>(&s.b[k][mx]);
       const float av[4] = {a4.x, a4.y, a4.z, a4.w}, bv[4] = {b4.x, b4.y, b4.z, b4.w};
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
@@ -167,12 +143,6 @@ __device__ TileSums tile_product(TileStages& s, const Operand& a, const Operand&
         for (int j = 0; j < 4; ++j) c[i][j] = fmaf(av[i], bv[j], c[i][j]);
         if constexpr (kRowSums) row_sum[i] += av[i];
       }
-    }
-    if (q + kStages < chunks) {
-      __syncthreads();  // stage q % kStages is no longer read
-      copy_chunk<kAContiguousK>(s.stage[q % kStages].a, a, m0, (q + kStages) * kChunk, K);
-      copy_chunk<kBContiguousK>(s.stage[q % kStages].b, b, n0, (q + kStages) * kChunk, K);
-      __pipeline_commit();
     }
   }
   __syncthreads();  // the last chunk is no longer read
@@ -221,14 +191,14 @@ __device__ __forceinline__ const float* layer_input(const Pass& p, int l) {
 
 // z_l = a_{l-1} W_l^T + b_l and a_l = f(z_l) for the hidden layer l, tile t.
 template <ActivationKind Kind>
-__device__ void forward_tile(TileStages& s, const Pass& p, int l, int t) {
+__device__ void forward_tile(Chunks& s, const Pass& p, int l, int t) {
   const int in = static_cast<int>(p.net->widths[l - 1]), out = static_cast<int>(p.net->widths[l]);
   const int tiles_n = (out + kTile - 1) / kTile;
   const int m0 = (t / tiles_n) * kTile, n0 = (t % tiles_n) * kTile;
   const Operand a{layer_input(p, l), in, p.rows};
   const Operand w{p.net->weights[l - 1], in, out};
   const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
-  float bias[2] = {0.0f, 0.0f};  // loaded beside the product's first copies
+  float bias[2] = {0.0f, 0.0f};  // loaded with the first chunk
   for (int j = 0; j < 2; ++j)
     if (n0 + 2 * tx + j < out) bias[j] = p.net->biases[l - 1][n0 + 2 * tx + j];
   const TileSums r = tile_product<true, true, false>(s, a, w, in, m0, n0);
@@ -250,8 +220,7 @@ __device__ void forward_tile(TileStages& s, const Pass& p, int l, int t) {
 
 // dW_l = dz_l^T a_{l-1} for tile t, and db_l in the tiles of column 0; adds the squares of what
 // it writes to *sum_squares.
-__device__ inline void weight_grad_tile(TileStages& s, const Pass& p, int l, int t,
-                                        double* sum_squares) {
+__device__ inline void weight_grad_tile(Chunks& s, const Pass& p, int l, int t, double* sum_squares) {
   const int in = static_cast<int>(p.net->widths[l - 1]), out = static_cast<int>(p.net->widths[l]);
   const int tiles_n = (in + kTile - 1) / kTile;
   const int m0 = (t / tiles_n) * kTile, n0 = (t % tiles_n) * kTile;
@@ -281,7 +250,7 @@ __device__ inline void weight_grad_tile(TileStages& s, const Pass& p, int l, int
 
 // dz_{l-1} = (dz_l W_l) * f'(z_{l-1}) for tile t (l >= 2).
 template <ActivationKind Kind>
-__device__ void input_grad_tile(TileStages& s, const Pass& p, int l, int t) {
+__device__ void input_grad_tile(Chunks& s, const Pass& p, int l, int t) {
   const int in = static_cast<int>(p.net->widths[l - 1]), out = static_cast<int>(p.net->widths[l]);
   const int tiles_n = (in + kTile - 1) / kTile;
   const int m0 = (t / tiles_n) * kTile, n0 = (t % tiles_n) * kTile;
@@ -289,7 +258,7 @@ __device__ void input_grad_tile(TileStages& s, const Pass& p, int l, int t) {
   const Operand w{p.net->weights[l - 1], in, in};
   const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
   const float* z = p.scratch->pre_activations[l - 2];
-  float z_saved[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};  // loaded beside the first copies
+  float z_saved[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};  // loaded with the first chunk
   for (int i = 0; i < 2; ++i)
     for (int j = 0; j < 2; ++j)
       if (m0 + 2 * ty + i < p.rows && n0 + 2 * tx + j < in)
@@ -333,7 +302,7 @@ struct PhaseClock {
 // db_L. A grid barrier after each phase but the last (the caller's follows it). Adds the squares
 // of the gradients this thread wrote to *sum_squares.
 template <ActivationKind Kind>
-__device__ void backward_phases(TileStages& s, cooperative_groups::grid_group& grid, const Pass& p,
+__device__ void backward_phases(Chunks& s, cooperative_groups::grid_group& grid, const Pass& p,
                                 double* sum_squares, PhaseClock& clock) {
   const int L = static_cast<int>(p.net->layers);
   for (int l = L - 1; l >= 1; --l) {
@@ -476,7 +445,7 @@ __device__ inline float optimizer_phase(const FusedStepOptimizer& opt, const dou
 // prefetch, the last barrier and the optimizer phase. `first` returns the thread's first group
 // (its share starts there). Returns the norm (valid in thread 0).
 template <ActivationKind Kind>
-__device__ float backward_and_optimizer(TileStages& s, cooperative_groups::grid_group& grid,
+__device__ float backward_and_optimizer(Chunks& s, cooperative_groups::grid_group& grid,
                                         const Pass& pass, const FusedStepOptimizer& opt,
                                         double* norm_partials, BlockSum::TempStorage& temp,
                                         adamw_detail::StepFactors& factors, PhaseClock& clock,
@@ -549,40 +518,10 @@ inline void require_supported(const char* op, std::span<const std::size_t> width
   if (batch == 0) throw Error(op, "invalid argument", "batch = 0, must be >= 1", __FILE__, __LINE__);
 }
 
-// Lets `kernel` take kTileStageBytes of dynamic shared memory on the current device (above the
-// 48 KB default: an opt-in per function and device, done once each; host side, outside any
-// capture when the grid function ran first). Throws when the device cannot give a block that
-// (fused_step_device_ok() says so beforehand).
-template <typename Kernel>
-void allow_tile_stages(Kernel kernel) {
-  static std::mutex mutex;
-  static std::vector<std::pair<const void*, int>> allowed;  // (kernel, device)
-  int device = 0;
-  RESIDENT_CUDA_CHECK(cudaGetDevice(&device));
-  const std::pair<const void*, int> key{reinterpret_cast<const void*>(kernel), device};
-  const std::lock_guard<std::mutex> lock(mutex);
-  if (std::find(allowed.begin(), allowed.end(), key) != allowed.end()) return;
-  cudaFuncAttributes attributes{};
-  RESIDENT_CUDA_CHECK(cudaFuncGetAttributes(&attributes, kernel));
-  int optin = 0;
-  RESIDENT_CUDA_CHECK(
-      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  const std::size_t needed = attributes.sharedSizeBytes + kTileStageBytes;
-  if (needed > static_cast<std::size_t>(optin))
-    throw Error("fused step", "unsupported device",
-                "a block needs " + std::to_string(needed) + " bytes of shared memory, device " +
-                    std::to_string(device) + " gives at most " + std::to_string(optin),
-                __FILE__, __LINE__);
-  RESIDENT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           static_cast<int>(kTileStageBytes)));
-  allowed.push_back(key);
-}
-
-// The grid of a cooperative launch of `kernel` (kThreads threads, kTileStageBytes of dynamic
-// shared memory beside its static): as many blocks as the largest phase has tiles, at most as
-// many as are co-resident on the current device. Host side: device queries and the kernel's
-// shared-memory opt-in (allow_tile_stages). Throws naming `op` when the device cannot launch
-// cooperative kernels or no block fits an SM, and when it cannot give a block the stages.
+// The grid of a cooperative launch of `kernel` (kThreads threads, static shared memory): as many
+// blocks as the largest phase has tiles, at most as many as are co-resident on the current device.
+// Host-side device queries only. Throws naming `op` when the device cannot launch cooperative
+// kernels or no block fits an SM.
 template <typename Kernel>
 unsigned cooperative_grid(Kernel kernel, std::size_t max_tiles, const char* op) {
   int device = 0, cooperative = 0, sms = 0, per_sm = 0;
@@ -593,27 +532,23 @@ unsigned cooperative_grid(Kernel kernel, std::size_t max_tiles, const char* op) 
     throw Error(op, "unsupported device",
                 "device " + std::to_string(device) + " cannot launch cooperative kernels", __FILE__,
                 __LINE__);
-  allow_tile_stages(kernel);
-  RESIDENT_CUDA_CHECK(
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, kTileStageBytes));
+  RESIDENT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, 0));
   const std::size_t resident_blocks = static_cast<std::size_t>(per_sm) * static_cast<std::size_t>(sms);
   if (resident_blocks == 0)
     throw Error(op, "unsupported device", "no block of the fused step fits an SM", __FILE__, __LINE__);
   return static_cast<unsigned>(std::min(resident_blocks, std::max<std::size_t>(max_tiles, 1)));
 }
 
-// Launches kernel<<<grid, kThreads, kTileStageBytes>>>(args) with the cooperative attribute
-// (grid barriers).
+// Launches kernel<<<grid, kThreads>>>(args) with the cooperative attribute (grid barriers).
 template <typename Kernel, typename Args>
 void launch_cooperative(Kernel kernel, unsigned grid, const Args& args, cudaStream_t stream) {
-  allow_tile_stages(kernel);
   cudaLaunchAttribute cooperative{};
   cooperative.id = cudaLaunchAttributeCooperative;
   cooperative.val.cooperative = 1;
   cudaLaunchConfig_t config{};
   config.gridDim = dim3(grid);
   config.blockDim = dim3(kThreads);
-  config.dynamicSmemBytes = kTileStageBytes;
+  config.dynamicSmemBytes = 0;
   config.stream = stream;
   config.attrs = &cooperative;
   config.numAttrs = 1;

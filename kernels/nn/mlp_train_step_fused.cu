@@ -18,8 +18,8 @@
 // so no block can read the advanced value. A tile's product (32 x 32 outputs): four groups of
 // 64 threads each sum a quarter of every 64-k shared-memory chunk (both operands stored k-major,
 // rows padded to 36 floats) into 4 x 4 blocks, then the groups' sums are added in a fixed order;
-// the chunks land in 4 shared-memory stages by cp.async, all of a K <= 256 product in flight at
-// once (fused_step_phases.cuh).
+// chunks are loaded through registers so that a chunk's loads are all in flight together and the
+// next chunk's overlap the products.
 #include <cooperative_groups.h>
 
 #include <algorithm>
@@ -91,8 +91,7 @@ __device__ void head_tile(const Args& p, int t, float (*head_dy)[kMaxOut], float
 
 template <ActivationKind Kind>
 __global__ void __launch_bounds__(kThreads) mlp_train_step_fused(const __grid_constant__ Args p) {
-  extern __shared__ float4 tile_stage_memory[];  // kTileStageBytes (launch_cooperative)
-  TileStages& chunks = *reinterpret_cast<TileStages*>(tile_stage_memory);
+  __shared__ Chunks chunks;
   __shared__ float head_dy[kHeadRows][kMaxOut];
   __shared__ float head_loss[kHeadRows];
   __shared__ BlockSum::TempStorage reduce_temp;
@@ -139,13 +138,10 @@ void with_kernel(const Activation& activation, const char* op, Launch&& launch) 
 }  // namespace
 
 bool fused_step_device_ok() {
-  int device = 0, cooperative = 0, optin = 0;
+  int device = 0, cooperative = 0;
   RESIDENT_CUDA_CHECK(cudaGetDevice(&device));
   RESIDENT_CUDA_CHECK(cudaDeviceGetAttribute(&cooperative, cudaDevAttrCooperativeLaunch, device));
-  RESIDENT_CUDA_CHECK(
-      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  return cooperative != 0 && fused_step::kTileStageBytes + fused_step::kMaxStaticSharedBytes <=
-                                static_cast<std::size_t>(optin);
+  return cooperative != 0;
 }
 
 bool fused_step_supports(std::span<const std::size_t> widths) noexcept {

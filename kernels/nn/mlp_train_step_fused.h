@@ -68,19 +68,17 @@ struct FusedStepOptimizer {
 bool fused_step_supports(std::span<const std::size_t> widths) noexcept;
 
 // Whether the current device runs the fused kernels (this step, the fused DQN step and acting):
-// cooperative launches, and a block's tile stages (kernels/nn/fused_step_phases.cuh: 72 KB of
-// dynamic shared memory) beside up to 8 KB of static. Host-side device queries only; callers
-// fall back to the GEMM path when it is false.
+// they need cooperative launches. Host-side device queries only; callers fall back to the GEMM
+// path when it is false.
 bool fused_step_device_ok();
 
 // Floats of the loss partials for `batch` rows (one per 8-row tile of the output head).
 std::size_t fused_step_loss_partials(std::size_t batch) noexcept;
 
 // The grid a launch uses: as many blocks as the largest phase has tiles, at most as many as are
-// co-resident on the current device (a cooperative launch requires it). Host side, no stream
-// work: device queries and the kernel's shared-memory opt-in; call it at setup. Throws
-// resident::Error when the device cannot launch cooperative kernels or give a block the tile
-// stages (fused_step_device_ok), or for unsupported widths.
+// co-resident on the current device (a cooperative launch requires it). Host-side device queries
+// only (no stream work): call it at setup. Throws resident::Error when the device cannot launch
+// cooperative kernels or for unsupported widths.
 unsigned fused_step_grid(std::span<const std::size_t> widths, std::size_t batch,
                          const Activation& hidden_activation);
 

@@ -7,9 +7,8 @@
 //
 // n <= 64 rows of at most 16384 elements in all (a DQN vector step): one launch of one
 // 256-thread block in which warp 0 writes the leaves and recomputes the kept levels (one pass
-// of 8 quads per level, __syncwarp between levels; each quad's 12 loads staged in shared
-// memory by cp.async, all in flight at once) while warps 1-7 copy the rows: the copy hides
-// under the tree's dependent loads. Larger batches: copy_rows (one warp per row, or a
+// of 8 quads per level, __syncwarp between levels) while warps 1-7 copy the rows: the copy
+// hides under the tree's dependent loads. Larger batches: copy_rows (one warp per row, or a
 // block per row wider than 1024 elements; grid-stride) and then write_inserted_leaves (one
 // 1024-thread block, every quad on the tree, a block barrier between levels) without the copy.
 // write_inserted_leaves reads the live maximum priority (the max tree's root; 1.0 when no leaf
@@ -107,7 +106,6 @@ __global__ void __launch_bounds__(kTreeBlock)
     write_inserted_leaves(ReplayStorageView storage, ReplayTreeView tree, ReplayCounters* counters,
                           InsertedRows rows, bool copy_rows_too, std::uint32_t n,
                           std::uint32_t skipped) {
-  __shared__ double2 warp_stage[kStagedPairsPerThread * 32];  // the warp team's node loads
   const std::uint32_t capacity = tree.capacity;
   const std::uint32_t cursor = static_cast<std::uint32_t>(
       (std::uint64_t{counters->cursor} + skipped) % capacity);
@@ -153,10 +151,7 @@ __global__ void __launch_bounds__(kTreeBlock)
         // A node of the second range inside the first is the first range's to recompute.
         const bool active =
             item < count1 || (item < count1 + count2 && (node < lo1 || node > hi1));
-        if (warp_team)
-          pull_kept_node_by_quad_staged(tree, node, r, active, warp_stage, 32);
-        else
-          pull_kept_node_by_quad(tree, node, r, active);
+        pull_kept_node_by_quad(tree, node, r, active);
       }
       below = height;
     }

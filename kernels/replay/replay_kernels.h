@@ -26,18 +26,11 @@ void launch_insert_transitions(ReplayStorageView storage, ReplayTreeView tree,
 // Sets p = (|td| + eps)^alpha for each entry, in order: the last writable entry of an index
 // wins; non-finite priorities, stale generations and indices >= size are dropped and counted.
 // One block of 1024 threads, entries in chunks of 1024; no scratch outside shared memory.
-// `loads`: Staged stages each recomputed node's loads in 192 KB of shared memory (all in flight
-// at once) where the device gives a block that much, else falls back to Registers (the loads in
-// registers, in dependent waves). Same results either way, bit for bit.
 void launch_update_priorities(ReplayTreeView tree, ReplayCounters* counters,
                               const std::uint32_t* generations_now,
                               const std::uint32_t* indices, const std::uint32_t* generations,
                               const float* td_errors, std::uint32_t count, ReplayParams params,
-                              cudaStream_t stream, KeptNodeLoads loads = KeptNodeLoads::Staged);
-// Asks the current device once whether it takes the staged loads (and opts that kernel in
-// there): true when it does. GpuReplayBuffer calls it at construction, so that no launch (and no
-// CUDA-graph capture) does the asking.
-bool prepare_update_priorities();
+                              cudaStream_t stream);
 
 // Proportional draws: out_indices/out_generations/out_weights [batch], and each draw's row
 // gathered from `storage` into `rows` (fused: no separate gather launch). Uniforms come from

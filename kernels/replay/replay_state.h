@@ -50,10 +50,6 @@ struct SampledRowsView {
   std::uint8_t* dones;
 };
 
-// How the priority update loads the descendants of the nodes it recomputes
-// (launch_update_priorities in kernels/replay/replay_kernels.h).
-enum class KeptNodeLoads { Staged, Registers };
-
 // Device copies of the replay parameters the kernels need.
 struct ReplayParams {
   double alpha;

@@ -11,23 +11,15 @@
 // owners write their leaves, then the kept levels above them (replay_tree.cuh: heights 5, 10,
 // ..., the root) are recomputed one kept level at a time, each touched node from its 32 (or,
 // for the root's group, 2^(depth % 5)) descendants by one quad of lanes, a block barrier
-// between kept levels: 4 barriers at 2^20 leaves instead of 20. Each quad stages its 12 16-byte
-// loads in shared memory by cp.async (pull_kept_node_by_quad_staged), so a level waits one
-// memory round trip (the register loads went in ~5 dependent waves: ncu's source view at 1e6);
-// devices without 216 KB of shared memory per block take the register loads. A node touched by
-// several entries is recomputed once at the levels of at most kClaimNodes nodes (the quad that
-// first tags it in a shared claim array leads; the tag names the chunk and the height, so the
-// array is never cleared), and once per warp below them (match_any; rare there: the levels are
-// wide).
+// between kept levels: 4 barriers at 2^20 leaves instead of 20. A node touched by several
+// entries is recomputed once at the levels of at most kClaimNodes nodes (the quad that first
+// tags it in a shared claim array leads; the tag names the chunk and the height, so the array is
+// never cleared), and once per warp below them (match_any; rare there: the levels are wide).
 // A node recomputed more than once is computed from the same final descendants, so every write
 // of it stores the same bits.
 // Bit-identical to CpuSumTree's nodes at the kept heights; deterministic; no atomics on the tree;
 // no scratch outside shared memory.
 #include "kernels/replay/replay_kernels.h"
-
-#include <atomic>
-#include <cstddef>
-
 #include "kernels/replay/replay_tree.cuh"
 #include "lib/core/error.h"
 #include "lib/core/nvtx_range.h"
@@ -40,7 +32,7 @@ constexpr int kThreads = 1024;
 constexpr int kQuads = kThreads / kLanesPerKeptNode;  // nodes recomputed per block pass
 constexpr int kTableSize = 2 * kThreads;              // hash buckets: at most half full
 constexpr std::uint32_t kEmpty = 0xffffffffu;         // a bucket without a slot; also "no leaf"
-constexpr int kClaimLog2 = 10;                         // levels of <= 1024 nodes: block-wide
+constexpr int kClaimLog2 = 12;                         // levels of <= 4096 nodes: block-wide
 constexpr std::uint32_t kClaimNodes = 1u << kClaimLog2;
 constexpr unsigned kFullMask = 0xffffffffu;
 
@@ -52,7 +44,6 @@ __device__ inline std::uint32_t bucket_of(std::uint32_t slot) {
   return (slot * 2654435761u) % kTableSize;  // Knuth's multiplicative hash
 }
 
-template <bool kStaged>
 __global__ void __launch_bounds__(kThreads)
     update_priorities(ReplayTreeView tree, ReplayCounters* counters,
                       const std::uint32_t* generations_now, const std::uint32_t* indices,
@@ -62,7 +53,6 @@ __global__ void __launch_bounds__(kThreads)
   __shared__ std::uint32_t bucket_owner[kTableSize];  // 1 + the chunk position of its last entry
   __shared__ std::uint32_t owned_leaf[kThreads];      // leaf node entry t wrote, or kEmpty
   __shared__ std::uint32_t node_claim[kClaimNodes];   // the tag of the last level that took it
-  extern __shared__ double2 stage[];  // kStaged: [kStagedPairsPerThread][kThreads], the loads
 
   for (std::uint32_t i = threadIdx.x; i < kClaimNodes; i += kThreads) node_claim[i] = kEmpty;
 
@@ -140,10 +130,7 @@ __global__ void __launch_bounds__(kThreads)
                   static_cast<std::uint32_t>(__ffs(peers) - 1) / kLanesPerKeptNode ==
                       (t % 32) / kLanesPerKeptNode;
         }
-        if constexpr (kStaged)
-          pull_kept_node_by_quad_staged(tree, node, r, leads, stage, kThreads);
-        else
-          pull_kept_node_by_quad(tree, node, r, leads);
+        pull_kept_node_by_quad(tree, node, r, leads);
       }
       below = height;
     }
@@ -154,53 +141,16 @@ __global__ void __launch_bounds__(kThreads)
   if (bad) atomicAdd(reinterpret_cast<unsigned long long*>(&counters->bad_index), bad);
 }
 
-// 192 KB of stage beside 24 KB of static tables.
-constexpr std::size_t kStageBytes = sizeof(double2) * kStagedPairsPerThread * kThreads;
-
-// Whether the current device gives one block the staged kernel's shared memory (sm_90 and
-// sm_100: 227 KB; not sm_80, sm_86, sm_89 or sm_120). The first call on a device that does opts
-// the kernel in (the attribute is a property of the function on that device); later calls read
-// the cached answer (devices 0-63; a device >= 64 asks every time).
-bool staged_update_fits() {
-  static std::atomic<std::uint64_t> checked{0}, fits{0};  // bit d: device d (d < 64)
-  int device = 0;
-  RESIDENT_CUDA_CHECK(cudaGetDevice(&device));
-  const std::uint64_t bit = device < 64 ? std::uint64_t{1} << device : 0;
-  if (bit != 0 && (checked.load(std::memory_order_acquire) & bit) != 0)
-    return (fits.load(std::memory_order_acquire) & bit) != 0;
-  int optin = 0;
-  RESIDENT_CUDA_CHECK(
-      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  cudaFuncAttributes attributes{};
-  RESIDENT_CUDA_CHECK(cudaFuncGetAttributes(&attributes, update_priorities<true>));
-  const bool ok = attributes.sharedSizeBytes + kStageBytes <= static_cast<std::size_t>(optin);
-  if (ok)
-    RESIDENT_CUDA_CHECK(cudaFuncSetAttribute(update_priorities<true>,
-                                             cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             static_cast<int>(kStageBytes)));
-  if (ok) fits.fetch_or(bit, std::memory_order_acq_rel);
-  checked.fetch_or(bit, std::memory_order_acq_rel);
-  return ok;
-}
-
 }  // namespace
-
-bool prepare_update_priorities() { return staged_update_fits(); }
 
 void launch_update_priorities(ReplayTreeView tree, ReplayCounters* counters,
                               const std::uint32_t* generations_now, const std::uint32_t* indices,
                               const std::uint32_t* generations, const float* td_errors,
-                              std::uint32_t count, ReplayParams params, cudaStream_t stream,
-                              KeptNodeLoads loads) {
+                              std::uint32_t count, ReplayParams params, cudaStream_t stream) {
   const NvtxRange range("replay/update_priorities");
   if (count == 0) return;
-  if (loads == KeptNodeLoads::Staged && staged_update_fits()) {
-    update_priorities<true><<<1, kThreads, kStageBytes, stream>>>(
-        tree, counters, generations_now, indices, generations, td_errors, count, params);
-  } else {
-    update_priorities<false><<<1, kThreads, 0, stream>>>(
-        tree, counters, generations_now, indices, generations, td_errors, count, params);
-  }
+  update_priorities<<<1, kThreads, 0, stream>>>(tree, counters, generations_now, indices,
+                                                generations, td_errors, count, params);
   RESIDENT_CHECK_LAUNCH("update_priorities");
 }
 

@@ -79,9 +79,7 @@ GpuReplayBuffer::GpuReplayBuffer(const ReplayConfig& config, std::size_t max_bat
   params_.stratified = config.sampling == ReplaySampling::Stratified;
   const auto capacity = static_cast<std::uint32_t>(config.capacity);
 
-  // Setup (may upload): empty trees, zero generations and counters, scratch; the update's
-  // device query (outside any capture).
-  (void)kernels::prepare_update_priorities();
+  // Setup (may upload): empty trees, zero generations and counters, scratch.
   kernels::launch_init_replay_tree(tree_view(), stream_);
   RESIDENT_CUDA_CHECK(cudaMemsetAsync(generations_.data(), 0, generations_.bytes(), stream_));
   RESIDENT_CUDA_CHECK(cudaMemsetAsync(counters_.data(), 0, counters_.bytes(), stream_));
@@ -199,9 +197,8 @@ void GpuReplayBuffer::update_priorities(const std::uint32_t* indices,
     throw_invalid("GpuReplayBuffer::update_priorities",
                   "count = " + std::to_string(count) + ", allowed [0, 2147483647]", __FILE__,
                   __LINE__);
-  kernels::launch_update_priorities(tree_view(), counters_.data(), generations_.data(), indices,
-                                    generations, td_errors, static_cast<std::uint32_t>(count),
-                                    params_, stream, kept_node_loads_);
+  kernels::launch_update_priorities(tree_view(), counters_.data(), generations_.data(), indices, generations, td_errors,
+                                    static_cast<std::uint32_t>(count), params_, stream);
 }
 
 void GpuReplayBuffer::throw_if_nonfinite(std::uint64_t nonfinite, std::uint64_t bad_index,

@@ -93,11 +93,6 @@ class GpuReplayBuffer {
   void update_priorities(const std::uint32_t* indices, const std::uint32_t* generations,
                          const float* td_errors, std::size_t count, cudaStream_t stream);
 
-  // How the priority update loads the nodes it recomputes (kernels/replay/replay_kernels.h):
-  // Staged by default (register loads where the device lacks the shared memory). Tests set
-  // Registers to cover that fallback; results are the same bit for bit.
-  void set_kept_node_loads(kernels::KeptNodeLoads loads) noexcept { kept_node_loads_ = loads; }
-
   // The device counters (cursor, size, step, nonfinite, stale, bad_index).
   const kernels::ReplayCounters* device_counters() const noexcept { return counters_.data(); }
   // Throws resident::Error when a counter read back from device_counters() shows non-finite
@@ -139,7 +134,6 @@ class GpuReplayBuffer {
   std::size_t leaves_;
   std::size_t size_ = 0;
   kernels::ReplayParams params_{};
-  kernels::KeptNodeLoads kept_node_loads_ = kernels::KeptNodeLoads::Staged;
 
   DeviceBuffer<double> sum_, min_positive_, max_;  // [2P] each
   DeviceBuffer<float> states_, next_states_;       // [capacity, state_dim]

@@ -3,9 +3,8 @@
 // 64 q + 16 g + 15 over the chunks q ascending with fmaf, then the groups' sums are added as
 // ((g0 + g1) + g2) + g3; with row sums the same for A's rows. Fresh random operands, outputs
 // poisoned (NaN) first. One 29 x 31 tile (ragged edges) for K from 1 to 1100 (one chunk, a
-// partial chunk, exactly the 4 stages, more chunks than stages, a partial last chunk), in the
-// four operand layouts back to back in one block, so each layout reuses stages the previous one
-// filled.
+// partial chunk, four chunks, many chunks, a partial last chunk), in the four operand layouts
+// back to back in one block, so each layout reuses the shared chunks the previous one filled.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -30,10 +29,10 @@ constexpr int kOutputs = 32 * 32 + 32;  // per layout: C, then the row sums
 
 // Layout v: A k-contiguous for v = 0, 2; B k-contiguous for v = 0, 3; row sums for v = 1, 3.
 template <bool kA, bool kB, bool kRowSums>
-__device__ void tile_into(fs::TileStages& stages, const float* a, const float* b, int K,
+__device__ void tile_into(fs::Chunks& s, const float* a, const float* b, int K,
                           float* out) {
   const fs::TileSums r = fs::tile_product<kA, kB, kRowSums>(
-      stages, {a, kA ? K : kRows, kRows}, {b, kB ? K : kCols, kCols}, K, 0, 0);
+      s, {a, kA ? K : kRows, kRows}, {b, kB ? K : kCols, kCols}, K, 0, 0);
   const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
   for (int i = 0; i < 2; ++i) {
     for (int j = 0; j < 2; ++j) out[(2 * ty + i) * 32 + 2 * tx + j] = r.c[i][j];
@@ -43,21 +42,17 @@ __device__ void tile_into(fs::TileStages& stages, const float* a, const float* b
 
 __global__ void __launch_bounds__(fs::kThreads)
     four_layouts(const float* a, const float* b, int K, float* out) {
-  extern __shared__ float4 stage_memory[];
-  fs::TileStages& stages = *reinterpret_cast<fs::TileStages*>(stage_memory);
-  tile_into<true, true, false>(stages, a, b, K, out);
-  tile_into<false, false, true>(stages, a, b, K, out + kOutputs);
-  tile_into<true, false, false>(stages, a, b, K, out + 2 * kOutputs);
-  tile_into<false, true, true>(stages, a, b, K, out + 3 * kOutputs);
+  __shared__ fs::Chunks s;
+  tile_into<true, true, false>(s, a, b, K, out);
+  tile_into<false, false, true>(s, a, b, K, out + kOutputs);
+  tile_into<true, false, false>(s, a, b, K, out + 2 * kOutputs);
+  tile_into<false, true, true>(s, a, b, K, out + 3 * kOutputs);
 }
 
 bool same_bits(float x, float y) { return std::memcmp(&x, &y, sizeof(float)) == 0; }
 
 TEST(FusedStepTile, ProductsMatchTheDocumentedOrderBitForBit) {
   RESIDENT_REQUIRE_GPU();
-  ASSERT_EQ(cudaFuncSetAttribute(four_layouts, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 static_cast<int>(fs::kTileStageBytes)),
-            cudaSuccess);
   std::mt19937_64 rng(20261130);
   for (const int K : {1, 17, 64, 65, 128, 200, 256, 257, 320, 512, 777, 1100}) {
     const std::vector<float> a = test::nn_support::random_floats(32 * K, -1.0f, 1.0f, rng);
@@ -66,8 +61,7 @@ TEST(FusedStepTile, ProductsMatchTheDocumentedOrderBitForBit) {
     d_a.upload(a);
     d_b.upload(b);
     d_out.upload(test::nn_support::nans(d_out.size()));
-    four_layouts<<<1, fs::kThreads, fs::kTileStageBytes>>>(d_a.data(), d_b.data(), K,
-                                                           d_out.data());
+    four_layouts<<<1, fs::kThreads>>>(d_a.data(), d_b.data(), K, d_out.data());
     ASSERT_EQ(cudaGetLastError(), cudaSuccess);
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     const std::vector<float> out = d_out.download();

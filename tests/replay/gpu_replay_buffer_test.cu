@@ -220,77 +220,65 @@ TEST(GpuReplay, UpdateMatchesCpuAtBlockShapeBoundaries) {
   struct Fill {
     std::size_t capacity, inserted;
   };
-  // Both ways of loading the recomputed nodes: staged in shared memory (the default on an H200)
-  // and the register fallback of devices with less shared memory per block. An sm_90 device
-  // (227 KB per block) must take the staged loads, or this test would run the fallback twice.
-  int device = 0, major = 0;
-  ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
-  ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), cudaSuccess);
-  if (major == 9) EXPECT_TRUE(kernels::prepare_update_priorities()) << "sm_90 without staged loads";
-  for (const auto loads : {kernels::KeptNodeLoads::Staged, kernels::KeptNodeLoads::Registers}) {
-    for (const Fill fill : {Fill{3000, 3000}, Fill{1500, 1024}, Fill{1100000, 1100000}}) {
-      const std::string where =
-          std::string(loads == kernels::KeptNodeLoads::Staged ? "staged" : "register") +
-          " loads, capacity " + std::to_string(fill.capacity) + ", size " +
-          std::to_string(fill.inserted);
-      const ReplayConfig config =
-          make_config(fill.capacity, ReplayPriorityMode::Proportional, ReplaySampling::Stratified);
-      Stream stream;
-      GpuReplayBuffer gpu(config, 8, 21, stream.get());
-      gpu.set_kept_node_loads(loads);
-      CpuReplayBuffer cpu(config);
-      std::mt19937_64 rng(31 + fill.capacity);
-      { TwinInsert rows(HostTransitions(fill.inserted, kDim, rng), gpu, cpu); }
-      std::lognormal_distribution<float> magnitude(0.0f, 2.0f);
-      std::uint64_t bad = 0;
-      for (const std::size_t count : {1u, 255u, 256u, 257u, 1024u, 1025u, 1500u, 5u, 300u, 2100u}) {
-        const bool none_writable = count == 5 || count == 300;  // every entry stale
-        // The GPU gets `count` entries (every 97th a bad index >= size); the oracle, which refuses
-        // bad indices by throwing, the others in the same order.
-        std::vector<std::uint32_t> gpu_idx(count), gpu_gen(count, 1), idx, gen;
-        std::vector<float> gpu_td(count), td;
-        for (std::size_t e = 0; e < count; ++e) {
-          gpu_idx[e] = static_cast<std::uint32_t>(e % 3 == 0 ? rng() % 40 : rng() % fill.inserted);
-          gpu_td[e] = magnitude(rng);
-          if (none_writable || rng() % 17 == 0) gpu_gen[e] = 2;  // stale: every slot holds generation 1
-          if (rng() % 23 == 0) gpu_td[e] = std::numeric_limits<float>::quiet_NaN();
-          if (e % 97 == 50) {
-            gpu_idx[e] = static_cast<std::uint32_t>(fill.inserted + rng() % 4000);
-            gpu_td[e] = 1.0f;
-            gpu_gen[e] = 1;
-            ++bad;
-            continue;
-          }
-          idx.push_back(gpu_idx[e]);
-          gen.push_back(gpu_gen[e]);
-          td.push_back(gpu_td[e]);
+  for (const Fill fill : {Fill{3000, 3000}, Fill{1500, 1024}, Fill{1100000, 1100000}}) {
+    const std::string where = "capacity " + std::to_string(fill.capacity) + ", size " +
+                              std::to_string(fill.inserted);
+    const ReplayConfig config =
+        make_config(fill.capacity, ReplayPriorityMode::Proportional, ReplaySampling::Stratified);
+    Stream stream;
+    GpuReplayBuffer gpu(config, 8, 21, stream.get());
+    CpuReplayBuffer cpu(config);
+    std::mt19937_64 rng(31 + fill.capacity);
+    { TwinInsert rows(HostTransitions(fill.inserted, kDim, rng), gpu, cpu); }
+    std::lognormal_distribution<float> magnitude(0.0f, 2.0f);
+    std::uint64_t bad = 0;
+    for (const std::size_t count : {1u, 255u, 256u, 257u, 1024u, 1025u, 1500u, 5u, 300u, 2100u}) {
+      const bool none_writable = count == 5 || count == 300;  // every entry stale
+      // The GPU gets `count` entries (every 97th a bad index >= size); the oracle, which refuses
+      // bad indices by throwing, the others in the same order.
+      std::vector<std::uint32_t> gpu_idx(count), gpu_gen(count, 1), idx, gen;
+      std::vector<float> gpu_td(count), td;
+      for (std::size_t e = 0; e < count; ++e) {
+        gpu_idx[e] = static_cast<std::uint32_t>(e % 3 == 0 ? rng() % 40 : rng() % fill.inserted);
+        gpu_td[e] = magnitude(rng);
+        if (none_writable || rng() % 17 == 0) gpu_gen[e] = 2;  // stale: every slot holds generation 1
+        if (rng() % 23 == 0) gpu_td[e] = std::numeric_limits<float>::quiet_NaN();
+        if (e % 97 == 50) {
+          gpu_idx[e] = static_cast<std::uint32_t>(fill.inserted + rng() % 4000);
+          gpu_td[e] = 1.0f;
+          gpu_gen[e] = 1;
+          ++bad;
+          continue;
         }
-        const auto d_idx = to_device(gpu_idx);
-        const auto d_gen = to_device(gpu_gen);
-        const auto d_td = to_device(gpu_td);
-        gpu.update_priorities(d_idx.data(), d_gen.data(), d_td.data(), gpu_idx.size());
-        cpu.update_priorities(idx, gen, td);
-        const std::vector<double> sums = gpu.read_tree_sums();
-        const GpuReplayBuffer::TreeExtremes extremes = gpu.read_tree_extremes();
-        const std::size_t leaves = sums.size() / 2;
-        for (std::size_t s = 0; s < fill.inserted; ++s)
-          ASSERT_LE(std::fabs(sums[leaves + s] - cpu.leaf_priority(s)), 1e-12 * cpu.leaf_priority(s))
-              << where << ", count " << count << ", slot " << s;
-        ASSERT_EQ(kept_levels_mismatch(sums, extremes.min_positive, extremes.max), "")
-            << where << ", count " << count;
+        idx.push_back(gpu_idx[e]);
+        gen.push_back(gpu_gen[e]);
+        td.push_back(gpu_td[e]);
       }
-      const kernels::ReplayCounters counters = gpu.read_counters();
-      EXPECT_EQ(counters.nonfinite, cpu.take_nonfinite_count()) << where;
-      EXPECT_EQ(counters.stale, cpu.take_stale_count()) << where;
-      EXPECT_EQ(counters.bad_index, bad) << where;
-      EXPECT_GT(counters.nonfinite, 0u) << where;
-      const std::vector<double> before = gpu.read_leaf_priorities();
-      const double max_leaf = *std::max_element(before.begin(), before.begin() + fill.inserted);
-      { TwinInsert one(HostTransitions(1, kDim, rng), gpu, cpu); }  // slot 0 or the next free one
-      EXPECT_EQ(gpu.read_leaf_priorities()[fill.inserted % fill.capacity], max_leaf) << where;
-      sync_cpu_priorities(gpu, cpu);
-      expect_same_draws(gpu, cpu, 8, kDim, rng, where + ", after the boundary updates");
+      const auto d_idx = to_device(gpu_idx);
+      const auto d_gen = to_device(gpu_gen);
+      const auto d_td = to_device(gpu_td);
+      gpu.update_priorities(d_idx.data(), d_gen.data(), d_td.data(), gpu_idx.size());
+      cpu.update_priorities(idx, gen, td);
+      const std::vector<double> sums = gpu.read_tree_sums();
+      const GpuReplayBuffer::TreeExtremes extremes = gpu.read_tree_extremes();
+      const std::size_t leaves = sums.size() / 2;
+      for (std::size_t s = 0; s < fill.inserted; ++s)
+        ASSERT_LE(std::fabs(sums[leaves + s] - cpu.leaf_priority(s)), 1e-12 * cpu.leaf_priority(s))
+            << where << ", count " << count << ", slot " << s;
+      ASSERT_EQ(kept_levels_mismatch(sums, extremes.min_positive, extremes.max), "")
+          << where << ", count " << count;
     }
+    const kernels::ReplayCounters counters = gpu.read_counters();
+    EXPECT_EQ(counters.nonfinite, cpu.take_nonfinite_count()) << where;
+    EXPECT_EQ(counters.stale, cpu.take_stale_count()) << where;
+    EXPECT_EQ(counters.bad_index, bad) << where;
+    EXPECT_GT(counters.nonfinite, 0u) << where;
+    const std::vector<double> before = gpu.read_leaf_priorities();
+    const double max_leaf = *std::max_element(before.begin(), before.begin() + fill.inserted);
+    { TwinInsert one(HostTransitions(1, kDim, rng), gpu, cpu); }  // slot 0 or the next free one
+    EXPECT_EQ(gpu.read_leaf_priorities()[fill.inserted % fill.capacity], max_leaf) << where;
+    sync_cpu_priorities(gpu, cpu);
+    expect_same_draws(gpu, cpu, 8, kDim, rng, where + ", after the boundary updates");
   }
 }
 

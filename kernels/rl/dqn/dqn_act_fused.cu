@@ -37,8 +37,7 @@ struct ActArgs {
 
 template <ActivationKind Kind>
 __global__ void __launch_bounds__(kThreads) dqn_act_fused(const __grid_constant__ ActArgs p) {
-  extern __shared__ float4 tile_stage_memory[];  // kTileStageBytes (launch_cooperative)
-  TileStages& chunks = *reinterpret_cast<TileStages*>(tile_stage_memory);
+  __shared__ Chunks chunks;
   __shared__ float q_rows[kHeadRows][kMaxOut];
   cg::grid_group grid = cg::this_grid();
   const int L = static_cast<int>(p.online.layers);

@@ -24,8 +24,8 @@ struct DqnActExploration {
 };
 
 // The grid of a launch for these widths ({obs, hidden..., A}: fused_step_supports) and N envs
-// (setup: device queries and the shared-memory opt-in). Throws resident::Error for unsupported
-// widths, N = 0 or a device that fails fused_step_device_ok.
+// (setup: device queries only). Throws resident::Error for unsupported widths, N = 0 or a device
+// without cooperative launches.
 unsigned dqn_act_fused_grid(std::span<const std::size_t> widths, std::size_t env_count,
                             const Activation& hidden_activation);
 

@@ -140,8 +140,7 @@ __device__ void update_target_share(const Args& p, std::size_t first) {
 
 template <ActivationKind Kind>
 __global__ void __launch_bounds__(kThreads) dqn_train_step_fused(const __grid_constant__ Args p) {
-  extern __shared__ float4 tile_stage_memory[];  // kTileStageBytes (launch_cooperative)
-  TileStages& chunks = *reinterpret_cast<TileStages*>(tile_stage_memory);
+  __shared__ Chunks chunks;
   __shared__ HeadRows q_rows;
   __shared__ float head_dy[kHeadRows][kMaxOut];
   __shared__ float head_loss[kHeadRows];

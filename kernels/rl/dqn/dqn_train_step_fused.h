@@ -44,7 +44,7 @@ struct DqnFusedConstants {
 };
 
 // The grid of a launch for these widths ({obs, hidden..., A}: fused_step_supports) and batch B
-// (setup: device queries and the shared-memory opt-in). Throws like fused_step_grid.
+// (setup: device queries only). Throws like fused_step_grid.
 unsigned dqn_fused_step_grid(std::span<const std::size_t> widths, std::size_t batch,
                              const Activation& hidden_activation);
 
