@@ -87,4 +87,32 @@ __device__ inline void pull_kept_node_by_quad(const ReplayTreeView& tree, std::u
   }
 }
 
+// Recomputes the kept node `node` from its 2^r descendants r levels down (1 <= r <= 5), which
+// must be final, with one warp: all 32 lanes call it with the same node. Lane l loads descendant
+// l (the identities 0, +inf, -inf past 2^r: exact), so the warp's loads are three coalesced
+// requests in flight together; five xor shuffles combine the lanes in the pairwise order of
+// pull_kept_node_by_quad (the same bits), and lane 0 writes the three trees.
+__device__ inline void pull_kept_node_by_warp(const ReplayTreeView& tree, std::uint32_t node,
+                                              int r) {
+  constexpr unsigned kFullMask = 0xffffffffu;
+  const double inf = __longlong_as_double(0x7ff0000000000000ll);
+  const std::uint32_t lane = threadIdx.x % 32;
+  const bool have = lane < (1u << r);
+  const std::uint32_t at = (node << r) + lane;
+  double s = have ? tree.sum[at] : 0.0;
+  double lo = have ? tree.min_positive[at] : inf;
+  double hi = have ? tree.max[at] : -inf;
+#pragma unroll
+  for (int step = 1; step < 32; step *= 2) {
+    s = s + __shfl_xor_sync(kFullMask, s, step);
+    lo = fmin(lo, __shfl_xor_sync(kFullMask, lo, step));
+    hi = fmax(hi, __shfl_xor_sync(kFullMask, hi, step));
+  }
+  if (lane == 0) {
+    tree.sum[node] = s;
+    tree.min_positive[node] = lo;
+    tree.max[node] = hi;
+  }
+}
+
 }  // namespace resident::kernels

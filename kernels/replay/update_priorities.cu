@@ -1,24 +1,31 @@
-// Priority update from device TD errors: one block of kThreads threads, the entries taken in
-// chunks of kThreads in entry order (a later chunk overwrites an earlier one).
+// Priority update from device TD errors: one cluster of kClusterBlocks blocks of kThreads
+// threads (sm_90 thread-block cluster, one block per SM), the entries taken in chunks of kThreads
+// in entry order (a later chunk overwrites an earlier one).
 //
 // Entry e is writable when p = (|td_e| + eps)^alpha is finite (else counted as non-finite, even
 // if also stale), its index is < size (else counted as bad), and its generation equals the
 // slot's (else counted as stale). For each index only the LAST writable entry is written (the
 // later entry wins; an unwritable later entry leaves an earlier one standing).
 //
-// Per chunk: the writable entries claim their slot in a shared-memory hash table (open
-// addressing; the entry with the largest position in the chunk owns the slot: atomicMax), the
-// owners write their leaves, then the kept levels above them (replay_tree.cuh: heights 5, 10,
-// ..., the root) are recomputed one kept level at a time, each touched node from its 32 (or,
-// for the root's group, 2^(depth % 5)) descendants by one quad of lanes, a block barrier
-// between kept levels: 4 barriers at 2^20 leaves instead of 20. A node touched by several
-// entries is recomputed once at the levels of at most kClaimNodes nodes (the quad that first
-// tags it in a shared claim array leads; the tag names the chunk and the height, so the array is
-// never cleared), and once per warp below them (match_any; rare there: the levels are wide).
-// A node recomputed more than once is computed from the same final descendants, so every write
-// of it stores the same bits.
+// Per chunk, every block of the cluster classifies all the chunk's entries (the same result in
+// each: counters are added by block 0 only): the writable entries claim their slot in a
+// shared-memory hash table (open addressing; the entry with the largest position in the chunk
+// owns the slot: atomicMax), the owners' leaves are written (entry t by block t % kClusterBlocks),
+// then the kept levels above them (replay_tree.cuh: heights 5, 10, ..., the root) are
+// recomputed one kept level at a time, a cluster barrier (release/acquire) between kept levels:
+// 4 barriers at 2^20 leaves instead of 20. Each touched node is recomputed from its 32 (or, for
+// the root's group, 2^(depth % 5)) descendants by one warp of the cluster (warp w of the cluster
+// takes entries w, w + kNodesPerPass, ...): its loads are one coalesced round trip, spread over
+// the cluster's SMs (a single block's 12 loads per quad lane went out in ~5 dependent waves on
+// one SM). At the levels of at most kClaimNodes nodes a node touched by several of a block's
+// entries is recomputed once per block (the warp that first tags it in the block's claim array
+// leads; the tag names the chunk and the height, so the array is never cleared); below them and
+// across blocks a node may be recomputed more than once, always from the same final
+// descendants, so every write of it stores the same bits.
 // Bit-identical to CpuSumTree's nodes at the kept heights; deterministic; no atomics on the tree;
 // no scratch outside shared memory.
+#include <cooperative_groups.h>
+
 #include "kernels/replay/replay_kernels.h"
 #include "kernels/replay/replay_tree.cuh"
 #include "lib/core/error.h"
@@ -29,7 +36,8 @@ namespace resident::kernels {
 namespace {
 
 constexpr int kThreads = 1024;
-constexpr int kQuads = kThreads / kLanesPerKeptNode;  // nodes recomputed per block pass
+constexpr int kClusterBlocks = 8;                      // the portable cluster size
+constexpr int kNodesPerPass = kClusterBlocks * kThreads / 32;  // one node per warp of the cluster
 constexpr int kTableSize = 2 * kThreads;              // hash buckets: at most half full
 constexpr std::uint32_t kEmpty = 0xffffffffu;         // a bucket without a slot; also "no leaf"
 constexpr int kClaimLog2 = 12;                         // levels of <= 4096 nodes: block-wide
@@ -44,7 +52,7 @@ __device__ inline std::uint32_t bucket_of(std::uint32_t slot) {
   return (slot * 2654435761u) % kTableSize;  // Knuth's multiplicative hash
 }
 
-__global__ void __launch_bounds__(kThreads)
+__global__ void __cluster_dims__(kClusterBlocks, 1, 1) __launch_bounds__(kThreads)
     update_priorities(ReplayTreeView tree, ReplayCounters* counters,
                       const std::uint32_t* generations_now, const std::uint32_t* indices,
                       const std::uint32_t* generations, const float* td_errors,
@@ -56,6 +64,8 @@ __global__ void __launch_bounds__(kThreads)
 
   for (std::uint32_t i = threadIdx.x; i < kClaimNodes; i += kThreads) node_claim[i] = kEmpty;
 
+  cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
+  const std::uint32_t rank = cluster.block_rank();
   const std::uint32_t size = counters->size;
   const int depth = tree_depth(tree);
   const std::uint32_t t = threadIdx.x;
@@ -101,41 +111,38 @@ __global__ void __launch_bounds__(kThreads)
     // 3. The owner of each slot writes its leaf.
     const bool owner = writable && bucket_owner[bucket] == t + 1;
     owned_leaf[t] = owner ? tree.leaves + slot : kEmpty;
-    if (owner) set_leaf(tree, slot, priority);
-    // 4. Kept levels, lowest first; quad g recomputes the ancestors of entries g, g + kQuads, ...
-    const std::uint32_t quad = t / kLanesPerKeptNode;
-    const std::uint32_t quad_lane0 = (t % 32) & ~std::uint32_t{kLanesPerKeptNode - 1};
+    if (owner && t % kClusterBlocks == rank) set_leaf(tree, slot, priority);
+    // 4. Kept levels, lowest first; warp w of the cluster recomputes the ancestors of entries
+    // w, w + kNodesPerPass, ...
+    const std::uint32_t warp = rank * (kThreads / 32) + t / 32;
     for (int below = 0; below < depth;) {
       const int r = kept_step(below, depth);
       const int height = below + r;
       const bool claim_level = depth - height <= kClaimLog2;  // uniform across the block
       // Chunks of one call are < 2^22 (count is 32-bit, kThreads = 2^10) and heights < 32.
       const std::uint32_t tag = (base / kThreads) << 5 | static_cast<std::uint32_t>(height);
-      __syncthreads();  // the kept level `below` is final (leaves and owned_leaf at first)
-      for (std::uint32_t first = 0; first < chunk; first += kQuads) {  // uniform across the block
-        const std::uint32_t j = first + quad;
+      cluster.sync();  // the kept level `below` is final in every block (leaves at first)
+      for (std::uint32_t first = 0; first < chunk; first += kNodesPerPass) {  // uniform
+        const std::uint32_t j = first + warp;
         const std::uint32_t leaf = j < chunk ? owned_leaf[j] : kEmpty;
-        const std::uint32_t node = leaf == kEmpty ? kEmpty : leaf >> height;
-        bool leads;
+        const std::uint32_t node = leaf == kEmpty ? kEmpty : leaf >> height;  // uniform per warp
+        if (node == kEmpty) continue;
         if (claim_level) {
-          // The quad whose lane 0 tags the node first at this level recomputes it.
+          // The warp whose lane 0 tags the node first at this level (in this block) leads.
           bool took = false;
-          if (node != kEmpty && t % kLanesPerKeptNode == 0)
+          if (t % 32 == 0)
             took = atomicExch(&node_claim[node - (tree.leaves >> height)], tag) != tag;
-          leads = __shfl_sync(kFullMask, took, quad_lane0);
-        } else {
-          // The lowest quad of this warp with the same node recomputes it.
-          const unsigned peers = __match_any_sync(kFullMask, node);
-          leads = node != kEmpty &&
-                  static_cast<std::uint32_t>(__ffs(peers) - 1) / kLanesPerKeptNode ==
-                      (t % 32) / kLanesPerKeptNode;
+          if (!__shfl_sync(kFullMask, took, 0)) continue;
         }
-        pull_kept_node_by_quad(tree, node, r, leads);
+        pull_kept_node_by_warp(tree, node, r);
       }
       below = height;
     }
-    __syncthreads();  // owned_leaf and the table are read before the next chunk overwrites them
+    // owned_leaf and the table are read, and the last level written in every block, before the
+    // next chunk overwrites the table and its leaves (a short tree's root group reads leaves).
+    cluster.sync();
   }
+  if (rank != 0) return;  // every block counted the same entries
   if (nonfinite) atomicAdd(reinterpret_cast<unsigned long long*>(&counters->nonfinite), nonfinite);
   if (stale) atomicAdd(reinterpret_cast<unsigned long long*>(&counters->stale), stale);
   if (bad) atomicAdd(reinterpret_cast<unsigned long long*>(&counters->bad_index), bad);
@@ -149,8 +156,8 @@ void launch_update_priorities(ReplayTreeView tree, ReplayCounters* counters,
                               std::uint32_t count, ReplayParams params, cudaStream_t stream) {
   const NvtxRange range("replay/update_priorities");
   if (count == 0) return;
-  update_priorities<<<1, kThreads, 0, stream>>>(tree, counters, generations_now, indices,
-                                                generations, td_errors, count, params);
+  update_priorities<<<kClusterBlocks, kThreads, 0, stream>>>(
+      tree, counters, generations_now, indices, generations, td_errors, count, params);
   RESIDENT_CHECK_LAUNCH("update_priorities");
 }
 

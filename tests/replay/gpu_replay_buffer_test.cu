@@ -208,8 +208,8 @@ TEST(GpuReplay, UpdateRulesDuplicatesStaleNonFiniteAndBadIndex) {
   EXPECT_NEAR(sums[1], static_cast<double>(total), 1e-12 * sums[1]);
 }
 
-// The update kernel at its shape boundaries (256 quads per pass over a chunk, 1024 entries per
-// chunk), with duplicates (within and across chunks; many entries on a few slots, so hash
+// The update kernel at its shape boundaries (256 nodes per pass over a chunk: one per warp of
+// its 8-block cluster; 1024 entries per chunk), with duplicates (within and across chunks; many entries on a few slots, so hash
 // probes collide), stale, non-finite and bad-index entries, chunks with no writable entry, a full
 // buffer (depth 12: kept heights 5, 10 and the root 2 above), a partly filled one whose size is a
 // power of two (depth 11: the root 1 above height 10) and a full one of 1.1M slots (depth 21):
