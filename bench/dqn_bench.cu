@@ -13,6 +13,10 @@
 //                           launch in line (DqnConfig::overlap_side_work off; the other
 //                           resident rows run a step's last update beside the next step's
 //                           collection and the tracker beside the insert and training)
+//   dqn_epoch/resident_no_programmatic_launch  every kernel launched in plain stream order (the
+//                           other resident rows let the env step, transition assembly, draw and
+//                           fused gradient step start while the kernel before them finishes:
+//                           kernels/core/programmatic_launch.cuh)
 // Default config: trading env on a synthetic market, window 9 x 7 features + position = 64-dim
 // observations, 32 envs, MLP 64-256-256-3, replay capacity 1e6, batch 256.
 // Targets (H200): resident >= 5x host-staged; >= 20k gradient steps/s resident.
@@ -22,6 +26,7 @@
 #include <string>
 
 #include "bench/harness.h"
+#include "lib/core/programmatic_launch.h"
 #include "lib/rl/dqn/dqn_trainer.h"
 
 namespace {
@@ -31,13 +36,15 @@ using namespace resident::rl;
 
 constexpr std::size_t kStepsPerEpoch = 200;
 
-// Which of the trainer's fused kernels a row uses, and whether the last priority update of a
-// step runs beside the next step's collection.
+// Which of the trainer's fused kernels a row uses, whether the last priority update of a step
+// runs beside the next step's collection, and whether kernels launch programmatically.
 struct Fused {
   bool train_step = true;
   bool acting = true;
   bool side_work = true;
+  bool programmatic_launch = true;
 };
+
 
 DqnConfig bench_config(DqnPipeline pipeline, Fused fused) {
   DqnConfig c;
@@ -65,12 +72,14 @@ DqnConfig bench_config(DqnPipeline pipeline, Fused fused) {
 }
 
 void BM_dqn_epoch(benchmark::State& state, DqnPipeline pipeline, Fused fused) {
+  const ProgrammaticLaunchScope programmatic(fused.programmatic_launch);
   const DqnConfig config = bench_config(pipeline, fused);
   DqnTrainer trainer(config);
   state.SetLabel(std::string("gradient step: ") +
                  (trainer.fused_train_step() ? "fused" : "GEMM path") +
                  ", acting: " + (trainer.fused_acting() ? "fused" : "GEMM path") +
-                 (config.overlap_side_work ? "" : ", no side stream"));
+                 (config.overlap_side_work ? "" : ", no side stream") +
+                 (fused.programmatic_launch ? "" : ", stream-ordered launches"));
   audit::TransferContract contract;  // host-staged: no limits
   if (pipeline == DqnPipeline::Resident) {
     contract.max_d2h_scalar = DqnEpochContract::max_d2h_scalar;
@@ -111,6 +120,10 @@ int main(int argc, char** argv) {
       ->Iterations(10);
   bench::configure(benchmark::RegisterBenchmark("dqn_epoch/resident_serial_update", BM_dqn_epoch,
                                                 DqnPipeline::Resident, Fused{true, true, false}))
+      ->Iterations(10);
+  bench::configure(benchmark::RegisterBenchmark("dqn_epoch/resident_no_programmatic_launch",
+                                                BM_dqn_epoch, DqnPipeline::Resident,
+                                                Fused{true, true, true, false}))
       ->Iterations(10);
   bench::configure(benchmark::RegisterBenchmark("dqn_epoch/host_staged", BM_dqn_epoch,
                                                 DqnPipeline::HostStaged, Fused{}))

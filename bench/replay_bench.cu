@@ -2,6 +2,9 @@
 // priority update, state_dim 64, buffer full:
 //   per_step/resident        GPU buffer, the step captured once and graph-replayed
 //   per_step/resident_eager  GPU buffer, launched eagerly
+//   per_step/resident_no_programmatic_launch  the graph-replayed step with its kernels in plain
+//                            stream order (the update may otherwise start while the draw
+//                            finishes: kernels/core/programmatic_launch.cuh); 1e6 x 256 only
 //   per_step/host_staged     CPU sum-tree, plus the batch upload and the TD-error download
 // swept over capacity 1e3..1e7 and B in {256, 1024}. Also insert throughput and the
 // rank-based step (a device radix sort of all priorities, then the draw), and each half of the
@@ -19,6 +22,7 @@
 #include "bench/harness.h"
 #include "lib/core/device_buffer.h"
 #include "lib/core/library_checks.h"
+#include "lib/core/programmatic_launch.h"
 #include "lib/core/stream.h"
 #include "lib/replay/cpu_replay_buffer.h"
 #include "lib/replay/gpu_replay_buffer.h"
@@ -230,6 +234,15 @@ int main(int argc, char** argv) {
         ->Args({1'000, 256})
         ->Args({1'000'000, 256})
         ->Args({10'000'000, 256});
+  bench::configure(benchmark::RegisterBenchmark(
+                       "per_step/resident_no_programmatic_launch",
+                       [](benchmark::State& state) {
+                         const ProgrammaticLaunchScope stream_ordered(false);
+                         BM_gpu_step(state, ReplayPriorityMode::Proportional, true,
+                                     StepPart::kWhole);
+                       }))
+      ->ArgNames({"capacity", "batch"})
+      ->Args({1'000'000, 256});
   capacity_by_batch(bench::configure(benchmark::RegisterBenchmark("per_step/host_staged", BM_host_staged_step)));
   bench::configure(benchmark::RegisterBenchmark("rank_step/resident", BM_gpu_step,
                                                 ReplayPriorityMode::Rank, true, StepPart::kWhole))

@@ -14,6 +14,7 @@
 
 #include "kernels/core/launch_config.h"
 #include "kernels/core/philox.cuh"
+#include "kernels/core/programmatic_launch.cuh"
 #include "lib/core/error.h"
 #include "lib/core/nvtx_range.h"
 
@@ -107,6 +108,8 @@ __global__ void cartpole_reset(float* observations, CartPoleDeviceState st, std:
 __global__ void cartpole_step(CartPoleStepOutputs out, CartPoleDeviceState st,
                               const std::int32_t* actions, std::size_t env_count,
                               std::uint64_t philox_seed) {
+  allow_next_kernel_to_start();
+  wait_for_prior_kernel();  // launched after the policy (launch_after_prior)
   const std::uint64_t block = *st.philox_block;
   for (std::size_t n = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; n < env_count;
        n += std::size_t{gridDim.x} * blockDim.x) {
@@ -165,8 +168,8 @@ void launch_cartpole_step(CartPoleStepOutputs outputs, CartPoleDeviceState state
     throw Error("launch_cartpole_step", "invalid argument",
                 "state.philox_block and state.step_ticket must be set", __FILE__, __LINE__);
   if (env_count == 0) return;
-  cartpole_step<<<grid_stride_blocks(env_count, 256), 256, 0, stream>>>(outputs, state, actions,
-                                                                        env_count, philox_seed);
+  launch_after_prior({dim3(grid_stride_blocks(env_count, 256)), dim3(256)}, stream, cartpole_step,
+                     outputs, state, actions, env_count, philox_seed);
   RESIDENT_CHECK_LAUNCH("cartpole_step");
 }
 

@@ -8,6 +8,7 @@
 // fl(return + reward), with explicit round-to-nearest intrinsics so no contraction can change
 // a bit. Deterministic: no float atomics (the invalid-action count is an integer atomic).
 #include "kernels/core/philox.cuh"
+#include "kernels/core/programmatic_launch.cuh"
 #include "kernels/env/trading_step.h"
 #include "lib/core/error.h"
 #include "lib/core/nvtx_range.h"
@@ -80,6 +81,8 @@ __global__ void __launch_bounds__(kEnvsPerBlock * 32)
 __global__ void __launch_bounds__(kEnvsPerBlock * 32)
     trading_step(TradingStepOutputs outputs, TradingStateView state, const std::int32_t* actions,
                  TradingSeriesDeviceView series, TradingParams params, std::size_t env_count) {
+  allow_next_kernel_to_start();
+  wait_for_prior_kernel();  // launched after the policy (launch_after_prior)
   const std::size_t n = env_of_warp(env_count);
   if (n == env_count) return;  // warp-uniform
   const unsigned lane = threadIdx.x % 32;
@@ -160,8 +163,8 @@ void launch_trading_step(TradingStepOutputs outputs, TradingStateView state,
                          TradingParams params, std::size_t env_count, cudaStream_t stream) {
   const NvtxRange range("env/trading_step");
   if (env_count == 0) return;
-  trading_step<<<blocks_for(env_count), kEnvsPerBlock * 32, 0, stream>>>(
-      outputs, state, actions, series, params, env_count);
+  launch_after_prior({dim3(blocks_for(env_count)), dim3(kEnvsPerBlock * 32)}, stream, trading_step,
+                     outputs, state, actions, series, params, env_count);
   RESIDENT_CHECK_LAUNCH("trading_step");
 }
 

@@ -16,6 +16,7 @@
 #include <span>
 #include <string>
 
+#include "kernels/core/programmatic_launch.cuh"
 #include "kernels/nn/activation_math.cuh"
 #include "kernels/nn/adamw_element.cuh"
 #include "kernels/nn/global_norm_finish.cuh"
@@ -539,20 +540,20 @@ unsigned cooperative_grid(Kernel kernel, std::size_t max_tiles, const char* op) 
   return static_cast<unsigned>(std::min(resident_blocks, std::max<std::size_t>(max_tiles, 1)));
 }
 
-// Launches kernel<<<grid, kThreads>>>(args) with the cooperative attribute (grid barriers).
-template <typename Kernel, typename Args>
-void launch_cooperative(Kernel kernel, unsigned grid, const Args& args, cudaStream_t stream) {
-  cudaLaunchAttribute cooperative{};
-  cooperative.id = cudaLaunchAttributeCooperative;
-  cooperative.val.cooperative = 1;
-  cudaLaunchConfig_t config{};
-  config.gridDim = dim3(grid);
-  config.blockDim = dim3(kThreads);
-  config.dynamicSmemBytes = 0;
-  config.stream = stream;
-  config.attrs = &cooperative;
-  config.numAttrs = 1;
-  RESIDENT_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, args));
+// Launches kernel<<<grid, kThreads>>>(args) with the cooperative attribute (grid barriers),
+// after the previous kernel of the stream (launch_after_prior: the kernel starts with
+// begin_after_prior_kernel).
+template <typename Args>
+void launch_cooperative(void (*kernel)(const Args), unsigned grid, const Args& args,
+                        cudaStream_t stream) {
+  launch_after_prior({dim3(grid), dim3(kThreads), 0, /*cooperative=*/true}, stream, kernel, args);
+}
+
+// The first call of every fused kernel: the next kernel of the stream may schedule its blocks,
+// and this one waits for the previous kernel's results (kernels/core/programmatic_launch.cuh).
+__device__ __forceinline__ void begin_after_prior_kernel() {
+  allow_next_kernel_to_start();
+  wait_for_prior_kernel();
 }
 
 }  // namespace resident::kernels::fused_step

@@ -19,6 +19,7 @@
 #include "kernels/replay/replay_kernels.h"
 #include "kernels/replay/replay_tree.cuh"
 #include "kernels/core/launch_config.h"
+#include "kernels/core/programmatic_launch.cuh"
 #include "lib/core/error.h"
 #include "lib/core/nvtx_range.h"
 
@@ -106,6 +107,7 @@ __global__ void __launch_bounds__(kTreeBlock)
     write_inserted_leaves(ReplayStorageView storage, ReplayTreeView tree, ReplayCounters* counters,
                           InsertedRows rows, bool copy_rows_too, std::uint32_t n,
                           std::uint32_t skipped) {
+  allow_next_kernel_to_start();  // the draw after an insert may schedule its blocks
   const std::uint32_t capacity = tree.capacity;
   const std::uint32_t cursor = static_cast<std::uint32_t>(
       (std::uint64_t{counters->cursor} + skipped) % capacity);

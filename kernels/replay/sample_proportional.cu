@@ -9,6 +9,7 @@
 // the min tree. The same warp then copies the drawn row into `rows` (copy_row_by_warp). Outputs
 // [batch] overwritten; the device step advances by one once every block has read it (the last
 // block to finish advances it).
+#include "kernels/core/programmatic_launch.cuh"
 #include "kernels/replay/gather_row.cuh"
 #include "kernels/replay/replay_sampling.cuh"
 #include "lib/core/error.h"
@@ -68,6 +69,8 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
                         const std::uint32_t* generations_now, ReplayCounters* counters,
                         const double* uniforms, std::uint64_t seed, std::uint32_t batch,
                         ReplayParams params) {
+  allow_next_kernel_to_start();
+  wait_for_prior_kernel();  // launched after the insert or the gradient step (launch_after_prior)
   const std::uint64_t step = counters->step;
   const int lane = static_cast<int>(threadIdx.x & 31u);
   const std::uint32_t k = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32;
@@ -106,9 +109,9 @@ void launch_sample_proportional(std::uint32_t* out_indices, std::uint32_t* out_g
                                 ReplayParams params, cudaStream_t stream) {
   const NvtxRange range("replay/sample_proportional");
   const unsigned blocks = (batch + kWarpsPerBlock - 1) / kWarpsPerBlock;
-  sample_proportional<<<blocks, kWarpsPerBlock * 32, 0, stream>>>(
-      out_indices, out_generations, out_weights, rows, storage, tree, generations_now, counters, uniforms, seed,
-      batch, params);
+  launch_after_prior({dim3(blocks), dim3(kWarpsPerBlock * 32)}, stream, sample_proportional,
+                     out_indices, out_generations, out_weights, rows, storage, tree,
+                     generations_now, counters, uniforms, seed, batch, params);
   RESIDENT_CHECK_LAUNCH("sample_proportional");
 }
 

@@ -26,6 +26,7 @@
 // no scratch outside shared memory.
 #include <cooperative_groups.h>
 
+#include "kernels/core/programmatic_launch.cuh"
 #include "kernels/replay/replay_kernels.h"
 #include "kernels/replay/replay_tree.cuh"
 #include "lib/core/error.h"
@@ -62,7 +63,9 @@ __global__ void __cluster_dims__(kClusterBlocks, 1, 1) __launch_bounds__(kThread
   __shared__ std::uint32_t owned_leaf[kThreads];      // leaf node entry t wrote, or kEmpty
   __shared__ std::uint32_t node_claim[kClaimNodes];   // the tag of the last level that took it
 
+  allow_next_kernel_to_start();
   for (std::uint32_t i = threadIdx.x; i < kClaimNodes; i += kThreads) node_claim[i] = kEmpty;
+  wait_for_prior_kernel();  // launched after the draw (launch_after_prior)
 
   cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
   const std::uint32_t rank = cluster.block_rank();
@@ -156,8 +159,8 @@ void launch_update_priorities(ReplayTreeView tree, ReplayCounters* counters,
                               std::uint32_t count, ReplayParams params, cudaStream_t stream) {
   const NvtxRange range("replay/update_priorities");
   if (count == 0) return;
-  update_priorities<<<kClusterBlocks, kThreads, 0, stream>>>(
-      tree, counters, generations_now, indices, generations, td_errors, count, params);
+  launch_after_prior({dim3(kClusterBlocks), dim3(kThreads)}, stream, update_priorities, tree,
+                     counters, generations_now, indices, generations, td_errors, count, params);
   RESIDENT_CHECK_LAUNCH("update_priorities");
 }
 

@@ -3,6 +3,7 @@
 #include "kernels/rl/dqn/transition_assembly.h"
 
 #include "kernels/core/launch_config.h"
+#include "kernels/core/programmatic_launch.cuh"
 #include "lib/core/error.h"
 #include "lib/core/nvtx_range.h"
 
@@ -12,6 +13,8 @@ namespace {
 
 __global__ void transition_assembly(TransitionOutputs out, TransitionSources in,
                                     std::size_t env_count, std::size_t observation_size) {
+  allow_next_kernel_to_start();
+  wait_for_prior_kernel();  // launched after the env step (launch_after_prior)
   const std::size_t total = env_count * observation_size;
   for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
@@ -36,8 +39,8 @@ void launch_transition_assembly(const TransitionOutputs& outputs, const Transiti
                 "env_count and observation_size must be >= 1", __FILE__, __LINE__);
   const NvtxRange range("dqn/transition_assembly");
   constexpr unsigned kBlock = 256;
-  transition_assembly<<<grid_stride_blocks(env_count * observation_size, kBlock), kBlock, 0,
-                        stream>>>(outputs, sources, env_count, observation_size);
+  launch_after_prior({dim3(grid_stride_blocks(env_count * observation_size, kBlock)), dim3(kBlock)},
+                     stream, transition_assembly, outputs, sources, env_count, observation_size);
   RESIDENT_CHECK_LAUNCH("transition_assembly");
 }
 
