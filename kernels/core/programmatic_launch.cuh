@@ -6,9 +6,14 @@
 // it neither reads unfinished results nor overwrites what the previous kernel still reads), and
 // it finishes only after that wait (so a kernel after it may rely on everything before it).
 // Without the launch attribute (programmatic launches off, or a launch by other means) both
-// device calls are no-ops and the launch is an ordinary stream-ordered one; below sm_90 they
-// compile to nothing.
+// device calls are no-ops and the launch is an ordinary stream-ordered one. Device code must be
+// compiled for sm_90 or newer: below it the waits would compile to nothing while the host still
+// asks for overlap (a race), so that is a compile error.
 #pragma once
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+#error "kernels/core/programmatic_launch.cuh needs sm_90 or newer device code (griddepcontrol)"
+#endif
 
 #include <cuda_runtime.h>
 
@@ -22,18 +27,14 @@ namespace resident::kernels {
 
 // Returns once the previous kernel of the stream has completed and its writes are visible.
 __device__ __forceinline__ void wait_for_prior_kernel() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
 }
 
 // Lets the next kernel of the stream, when launched by launch_after_prior, schedule its blocks
 // (they wait in wait_for_prior_kernel until this kernel completes). Publishes nothing: call it
 // early.
 __device__ __forceinline__ void allow_next_kernel_to_start() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;" :::);
-#endif
 }
 
 struct LaunchShape {
