@@ -143,7 +143,8 @@ __global__ void __cluster_dims__(kClusterBlocks, 1, 1) __launch_bounds__(kThread
     }
     // owned_leaf and the table are read, and the last level written in every block, before the
     // next chunk overwrites the table and its leaves (a short tree's root group reads leaves).
-    cluster.sync();
+    // After the last chunk no block waits: the kernel's end orders its writes for later work.
+    if (count - base > static_cast<std::uint32_t>(kThreads)) cluster.sync();  // uniform
   }
   if (rank != 0) return;  // every block counted the same entries
   if (nonfinite) atomicAdd(reinterpret_cast<unsigned long long*>(&counters->nonfinite), nonfinite);
