@@ -98,9 +98,14 @@ struct Pair {
                                 flags.data());
   }
 
+  // A warm-up pair first: with lazy module loading (the default) the first launch of a kernel
+  // loads it, which can wait for the running primary, so the reader could not overlap it.
   std::vector<std::int32_t> run(void (*reader)(const std::int32_t*, std::int32_t*,
                                                std::int32_t*),
                                 bool handshake, bool cooperative, cudaStream_t stream) {
+    reset();
+    enqueue(reader, false, cooperative, stream);
+    EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
     reset();
     enqueue(reader, handshake, cooperative, stream);
     EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
@@ -144,11 +149,10 @@ TEST(ProgrammaticLaunch, WithoutTheWaitTheNextKernelRunsEarly) {
   REQUIRE_PROGRAMMATIC_LAUNCH();
   Stream stream;
   ASSERT_TRUE(programmatic_launches_enabled());
-  for (const bool cooperative : {false, true}) {
-    Pair pair(cooperative ? 8 : 4);
-    EXPECT_EQ(pair.run(impatient_reader, true, cooperative, stream.get()),
-              std::vector<std::int32_t>(pair.seen.size(), kBefore))
-        << (cooperative ? "cooperative: " : "")
+  {
+    Pair pair(4);
+    EXPECT_EQ(pair.run(impatient_reader, true, false, stream.get()),
+              std::vector<std::int32_t>(4, kBefore))
         << "the reader did not overlap the primary: programmatic launches are not in effect";
   }
   const ProgrammaticLaunchScope stream_ordered(false);
@@ -156,6 +160,15 @@ TEST(ProgrammaticLaunch, WithoutTheWaitTheNextKernelRunsEarly) {
   EXPECT_EQ(pair.run(impatient_reader, true, false, stream.get()),
             std::vector<std::int32_t>(4, kResult))
       << "with programmatic launches off the launch must be stream-ordered";
+}
+
+TEST(ProgrammaticLaunch, WithoutTheWaitACooperativeKernelRunsEarly) {
+  REQUIRE_PROGRAMMATIC_LAUNCH();
+  Stream stream;
+  Pair pair(8);
+  EXPECT_EQ(pair.run(impatient_reader, true, true, stream.get()),
+            std::vector<std::int32_t>(8, kBefore))
+      << "the cooperative reader did not overlap the primary";
 }
 
 TEST(ProgrammaticLaunch, CapturedPairHasAProgrammaticEdgeAndReplaysInOrder) {
