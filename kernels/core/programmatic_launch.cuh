@@ -41,7 +41,10 @@ struct LaunchShape {
   dim3 grid;
   dim3 block;
   std::size_t dynamic_shared_bytes = 0;
-  bool cooperative = false;  // grid barriers: every block co-resident (cudaLaunchAttributeCooperative)
+  // Grid barriers: every block co-resident (cudaLaunchAttributeCooperative). Such a launch
+  // measured stream-ordered on the H200 even with the programmatic attribute (it starts once
+  // the previous kernel completes); its waits are then no-ops.
+  bool cooperative = false;
 };
 
 // kernel<<<shape>>>(args) on `stream`, with the programmatic-serialization attribute when

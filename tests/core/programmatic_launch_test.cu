@@ -11,6 +11,10 @@
 //   launches off the same breach reads the result (stream order; the primary times out).
 // And after a cross-stream event wait (the trainer's fork and join), eagerly and captured, the
 // waiting reader still reads the other stream's result.
+// A cooperative launch with the programmatic attribute is accepted but was stream-ordered on the
+// H200 (session 10: an impatient cooperative reader read the result in all five runs, three
+// alone, one with eager module loading, one under ctest), so there is no overlap control for
+// it: CooperativeLaunchWaitsToo checks only that its wait is correct.
 // Sanitizers serialize kernels: run them with -*WithoutTheWait*.
 #include <cooperative_groups.h>
 #include <gtest/gtest.h>
@@ -160,15 +164,6 @@ TEST(ProgrammaticLaunch, WithoutTheWaitTheNextKernelRunsEarly) {
   EXPECT_EQ(pair.run(impatient_reader, true, false, stream.get()),
             std::vector<std::int32_t>(4, kResult))
       << "with programmatic launches off the launch must be stream-ordered";
-}
-
-TEST(ProgrammaticLaunch, WithoutTheWaitACooperativeKernelRunsEarly) {
-  REQUIRE_PROGRAMMATIC_LAUNCH();
-  Stream stream;
-  Pair pair(8);
-  EXPECT_EQ(pair.run(impatient_reader, true, true, stream.get()),
-            std::vector<std::int32_t>(8, kBefore))
-      << "the cooperative reader did not overlap the primary";
 }
 
 TEST(ProgrammaticLaunch, CapturedPairHasAProgrammaticEdgeAndReplaysInOrder) {
