@@ -25,7 +25,8 @@ void launch_insert_transitions(ReplayStorageView storage, ReplayTreeView tree,
 
 // Sets p = (|td| + eps)^alpha for each entry, in order: the last writable entry of an index
 // wins; non-finite priorities, stale generations and indices >= size are dropped and counted.
-// One block of 1024 threads, entries in chunks of 1024; no scratch outside shared memory.
+// One cluster of 8 blocks of 1024 threads, entries in chunks of 1024; no scratch outside shared
+// memory.
 void launch_update_priorities(ReplayTreeView tree, ReplayCounters* counters,
                               const std::uint32_t* generations_now,
                               const std::uint32_t* indices, const std::uint32_t* generations,
