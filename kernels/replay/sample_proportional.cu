@@ -9,6 +9,7 @@
 // the min tree. The same warp then copies the drawn row into `rows` (copy_row_by_warp). Outputs
 // [batch] overwritten; the device step advances by one once every block has read it (the last
 // block to finish advances it).
+#include "kernels/core/phase_clock.cuh"
 #include "kernels/core/programmatic_launch.cuh"
 #include "kernels/replay/gather_row.cuh"
 #include "kernels/replay/replay_sampling.cuh"
@@ -48,7 +49,9 @@ __device__ inline void descend_levels(const double* sum, std::uint32_t& node, do
   node = first + static_cast<std::uint32_t>(offset);
 }
 
-__device__ inline std::uint32_t find_prefix_sum(const ReplayTreeView& tree, double mass, int lane) {
+// Marks the clock after each group's descent.
+__device__ inline std::uint32_t find_prefix_sum(const ReplayTreeView& tree, double mass, int lane,
+                                                PhaseClock& clock) {
   const int depth = tree_depth(tree);
   std::uint32_t node = 1;
   switch (depth % 5) {  // the top group takes the remainder, every other group five levels
@@ -58,7 +61,11 @@ __device__ inline std::uint32_t find_prefix_sum(const ReplayTreeView& tree, doub
     case 4: descend_levels<4>(tree.sum, node, mass, lane); break;
     default: break;
   }
-  for (int group = 0; group < depth / 5; ++group) descend_levels<5>(tree.sum, node, mass, lane);
+  if (depth % 5 != 0) clock.mark();
+  for (int group = 0; group < depth / 5; ++group) {
+    descend_levels<5>(tree.sum, node, mass, lane);
+    clock.mark();
+  }
   return node - tree.leaves;
 }
 
@@ -68,9 +75,12 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
                         ReplayTreeView tree,
                         const std::uint32_t* generations_now, ReplayCounters* counters,
                         const double* uniforms, std::uint64_t seed, std::uint32_t batch,
-                        ReplayParams params) {
+                        ReplayParams params, std::uint64_t* phase_times) {
+  PhaseClock clock{phase_times};  // block 0's thread 0: draw 0's lane 0
+  clock.mark();
   allow_next_kernel_to_start();
   wait_for_prior_kernel();  // launched after the insert or the gradient step (launch_after_prior)
+  clock.mark();
   const std::uint64_t step = counters->step;
   const int lane = static_cast<int>(threadIdx.x & 31u);
   const std::uint32_t k = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32;
@@ -79,13 +89,16 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
     double u = 0.0;
     if (lane == 0) u = draw_uniform(uniforms, seed, step, k);
     u = __shfl_sync(kFullMask, u, 0);
-    const std::uint32_t slot =
-        find_prefix_sum(tree, draw_mass(params, k, batch, u, total), lane);
+    const double mass = draw_mass(params, k, batch, u, total);
+    clock.mark();
+    const std::uint32_t slot = find_prefix_sum(tree, mass, lane, clock);
     if (lane == 0)
       write_draw(out_indices, out_generations, out_weights, k, slot, generations_now,
                  tree.sum[tree.leaves + slot] / total, tree.min_positive[1] / total,
                  beta_at_step(params, step));
+    clock.mark();
     copy_row_by_warp(rows, storage, k, slot, lane);
+    clock.mark();
   }
   // The last block to finish advances the step: every block has read it by then.
   __syncthreads();
@@ -97,6 +110,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
       counters->step = step + 1;
     }
   }
+  clock.mark();
 }
 
 }  // namespace
@@ -106,12 +120,13 @@ void launch_sample_proportional(std::uint32_t* out_indices, std::uint32_t* out_g
                                 ReplayStorageView storage, ReplayTreeView tree,
                                 const std::uint32_t* generations_now, ReplayCounters* counters,
                                 const double* uniforms, std::uint64_t seed, std::uint32_t batch,
-                                ReplayParams params, cudaStream_t stream) {
+                                ReplayParams params, cudaStream_t stream,
+                                std::uint64_t* phase_times) {
   const NvtxRange range("replay/sample_proportional");
   const unsigned blocks = (batch + kWarpsPerBlock - 1) / kWarpsPerBlock;
   launch_after_prior({dim3(blocks), dim3(kWarpsPerBlock * 32)}, stream, sample_proportional,
                      out_indices, out_generations, out_weights, rows, storage, tree,
-                     generations_now, counters, uniforms, seed, batch, params);
+                     generations_now, counters, uniforms, seed, batch, params, phase_times);
   RESIDENT_CHECK_LAUNCH("sample_proportional");
 }
 

@@ -167,7 +167,7 @@ DeviceSampledBatch GpuReplayBuffer::draw(const double* device_uniforms, std::siz
     kernels::launch_sample_proportional(out_indices_.data(), out_generations_.data(),
                                         out_weights_.data(), rows, storage_view(), tree_view(),
                                         generations_.data(), counters_.data(), device_uniforms,
-                                        seed_, b, params_, stream_);
+                                        seed_, b, params_, stream_, draw_phase_times_);
   }
   return {batch,
           out_indices_.data(),
@@ -198,7 +198,8 @@ void GpuReplayBuffer::update_priorities(const std::uint32_t* indices,
                   "count = " + std::to_string(count) + ", allowed [0, 2147483647]", __FILE__,
                   __LINE__);
   kernels::launch_update_priorities(tree_view(), counters_.data(), generations_.data(), indices, generations, td_errors,
-                                    static_cast<std::uint32_t>(count), params_, stream);
+                                    static_cast<std::uint32_t>(count), params_, stream,
+                                    update_phase_times_);
 }
 
 void GpuReplayBuffer::throw_if_nonfinite(std::uint64_t nonfinite, std::uint64_t bad_index,

@@ -93,6 +93,15 @@ class GpuReplayBuffer {
   void update_priorities(const std::uint32_t* indices, const std::uint32_t* generations,
                          const float* td_errors, std::size_t count, cudaStream_t stream);
 
+  // Diagnostics (null: off): the phase clocks of the proportional draw and of the priority
+  // update write their %globaltimer readings to these device arrays at every launch (sizes in
+  // kernels/replay/replay_kernels.h). Not for capture-and-forget use: the arrays must outlive
+  // the launches.
+  void record_phase_times(std::uint64_t* draw_times, std::uint64_t* update_times) noexcept {
+    draw_phase_times_ = draw_times;
+    update_phase_times_ = update_times;
+  }
+
   // The device counters (cursor, size, step, nonfinite, stale, bad_index).
   const kernels::ReplayCounters* device_counters() const noexcept { return counters_.data(); }
   // Throws resident::Error when a counter read back from device_counters() shows non-finite
@@ -133,6 +142,8 @@ class GpuReplayBuffer {
   cudaStream_t stream_;
   std::size_t leaves_;
   std::size_t size_ = 0;
+  std::uint64_t* draw_phase_times_ = nullptr;
+  std::uint64_t* update_phase_times_ = nullptr;
   kernels::ReplayParams params_{};
 
   DeviceBuffer<double> sum_, min_positive_, max_;  // [2P] each

@@ -31,6 +31,7 @@
 #include "lib/core/scalar_readback.h"
 #include "lib/nn/mlp.h"
 #include "tests/nn/fused_step_test_support.h"
+#include "tests/support/phase_clock.h"
 #include "tests/nn/mlp_reference_support.h"
 #include "tests/nn/nn_test_support.h"
 #include "tests/reference/nn_reference.h"
@@ -351,10 +352,10 @@ TEST(DqnFusedStepPhases, ClockReadingsAreOrderedAndPrinted) {
     rig.launch(states, acts, rewards, dones, weights.data());
     rig.online.context.synchronize();
     if (s < 10) continue;
-    ASSERT_EQ(test::fused_step_support::add_phase_durations(times.download(), durations), "")
+    ASSERT_EQ(test::phase_clock::add_phase_durations(times.download(), durations), "")
         << "step " << s;
   }
-  test::fused_step_support::print_phase_medians(
+  test::phase_clock::print_phase_medians(
       durations, {"forward 1 (online 2B + target B)", "forward 2 (online 2B + target B)",
                   "head (Q, targets, Huber, dz2)", "backward 2", "backward 1 + norm partials",
                   "optimizer + target update"});
