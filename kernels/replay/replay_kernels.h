@@ -42,7 +42,8 @@ void launch_update_priorities(ReplayTreeView tree, ReplayCounters* counters,
 // the device step by one. phase_times (diagnostics, null: off): 6 + ceil(log2(P) / 5)
 // %globaltimer readings of draw 0's lane 0 (kernels/core/phase_clock.cuh): entry, after the wait
 // for the prior kernel, after the mass (step, total, uniform), after each group's descent, after
-// the draw's outputs, after its row copy, and at the end (the step's advance).
+// the row copy (the draw's generation and weight with it), after the draw's outputs, and at the
+// end (the step's advance).
 void launch_sample_proportional(std::uint32_t* out_indices, std::uint32_t* out_generations,
                                 float* out_weights, SampledRowsView rows,
                                 ReplayStorageView storage, ReplayTreeView tree,

@@ -69,7 +69,9 @@ std::vector<std::string> draw_phase_names() {
   std::vector<std::string> names{"entry to the prior kernel's end", "mass (step, total, u)"};
   for (int g = 0; g < kGroups; ++g)
     names.push_back("descent to height " + std::to_string(kDepth - 5 * (g + 1)));
-  names.insert(names.end(), {"outputs (leaf, min, generation)", "row copy", "end (step advance)"});
+  names.insert(names.end(),
+               {"row copy (+ generation, weight)", "outputs (index, generation, weight)",
+                "end (step advance)"});
   return names;
 }
 
