@@ -1,14 +1,14 @@
 // One sampled row copied by one warp: storage row `slot` -> row k of `rows` (states and
 // next_states [state_dim] coalesced across the lanes, every load before any store:
-// copy_state_rows.cuh; action, reward, done by lane 0, loaded before and stored after).
-// `between()` runs once, by every lane, after the first loads are issued and before any store:
-// the caller's arithmetic overlaps the loads. Overwrites. Shared by the fused proportional draw
-// and the standalone gather.
+// kernels/core/copy_row_pair.cuh; action, reward, done by lane 0, loaded before and stored
+// after). `between()` runs once, by every lane, after the first loads are issued and before any
+// store: the caller's arithmetic overlaps the loads. Overwrites. Shared by the fused
+// proportional draw and the standalone gather.
 #pragma once
 
 #include <cstdint>
 
-#include "kernels/replay/copy_state_rows.cuh"
+#include "kernels/core/copy_row_pair.cuh"
 #include "kernels/replay/replay_state.h"
 
 namespace resident::kernels {
@@ -28,7 +28,7 @@ __device__ inline void copy_row_by_warp(const SampledRowsView& rows,
     reward = storage.rewards[slot];
     done = storage.dones[slot];
   }
-  copy_state_rows(storage.states + from, storage.next_states + from, rows.states + to,
+  copy_row_pair(storage.states + from, storage.next_states + from, rows.states + to,
                   rows.next_states + to, dim, static_cast<std::uint32_t>(lane), 32u, between);
   if (lane == 0) {
     rows.actions[k] = action;

@@ -17,7 +17,7 @@
 //   skipped + n and size. Rows, leaves and generations are overwritten.
 // Deterministic: every kept node is recomputed from its descendants, never accumulated.
 #include "kernels/replay/replay_kernels.h"
-#include "kernels/replay/copy_state_rows.cuh"
+#include "kernels/core/copy_row_pair.cuh"
 #include "kernels/replay/replay_tree.cuh"
 #include "kernels/core/launch_config.h"
 #include "kernels/core/programmatic_launch.cuh"
@@ -48,7 +48,8 @@ struct InsertedRows {
 // Rows first_row, first_row + row_stride, ... of the n-row batch to slots (cursor + row) %
 // capacity (cursor < capacity, n <= capacity), one row per group of `group_size` threads: the
 // group's lanes over the state elements (coalesced, every load before any store:
-// copy_state_rows.cuh), its lane 0 the row's scalars (loaded with them, stored after).
+// kernels/core/copy_row_pair.cuh), its lane 0 the row's scalars (loaded with them, stored
+// after).
 __device__ inline void copy_rows_by_group(const ReplayStorageView& storage, std::uint32_t capacity,
                                           std::uint32_t cursor, const InsertedRows& rows,
                                           std::uint32_t n, std::uint32_t first_row,
@@ -66,7 +67,7 @@ __device__ inline void copy_rows_by_group(const ReplayStorageView& storage, std:
       reward = rows.rewards[row];
       done = rows.dones[row];
     }
-    copy_state_rows(rows.states + row * dim, rows.next_states + row * dim,
+    copy_row_pair(rows.states + row * dim, rows.next_states + row * dim,
                     storage.states + slot * dim, storage.next_states + slot * dim, dim, lane,
                     group_size, [] {});
     if (lane == 0) {

@@ -109,7 +109,8 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
         weight = is_weight(leaf / total, min_positive_total / total, beta_at_step(params, step));
     });
     clock.mark();
-    if (lane == 0) write_draw(out_indices, out_generations, out_weights, k, slot, generation, weight);
+    if (lane == 0)
+      write_draw(out_indices, out_generations, out_weights, k, slot, generation, weight);
     clock.mark();
   }
   // The last block to finish advances the step: every block has read it by then.
