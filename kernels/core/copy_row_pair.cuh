@@ -5,8 +5,8 @@
 // the pass's first store. Without that the compiler may not move a load past a store that might
 // alias it, and a load-store loop waits one memory round trip per element (the SASS alternated
 // LDG and STG). `between()` runs once, by every thread of the group, after the first pass's
-// loads are issued and before any store, so the caller's own loads and arithmetic overlap them.
-// Overwrites the outputs.
+// loads are issued and before any store (at once when count is 0), so the caller's own loads
+// and arithmetic overlap them. Overwrites the outputs.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +19,10 @@ template <typename Between>
 __device__ inline void copy_row_pair(const float* a, const float* b, float* a_out, float* b_out,
                                      std::uint64_t count, std::uint32_t lane,
                                      std::uint32_t group_size, Between&& between) {
+  if (count == 0) {
+    between();
+    return;
+  }
   const std::uint64_t pass = std::uint64_t{group_size} * kRowPairElementsPerThread;
   for (std::uint64_t base = 0; base < count; base += pass) {
     float a_value[kRowPairElementsPerThread] = {}, b_value[kRowPairElementsPerThread] = {};

@@ -29,7 +29,7 @@ __device__ inline void copy_row_by_warp(const SampledRowsView& rows,
     done = storage.dones[slot];
   }
   copy_row_pair(storage.states + from, storage.next_states + from, rows.states + to,
-                  rows.next_states + to, dim, static_cast<std::uint32_t>(lane), 32u, between);
+                rows.next_states + to, dim, static_cast<std::uint32_t>(lane), 32u, between);
   if (lane == 0) {
     rows.actions[k] = action;
     rows.rewards[k] = reward;

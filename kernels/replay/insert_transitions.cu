@@ -68,8 +68,8 @@ __device__ inline void copy_rows_by_group(const ReplayStorageView& storage, std:
       done = rows.dones[row];
     }
     copy_row_pair(rows.states + row * dim, rows.next_states + row * dim,
-                    storage.states + slot * dim, storage.next_states + slot * dim, dim, lane,
-                    group_size, [] {});
+                  storage.states + slot * dim, storage.next_states + slot * dim, dim, lane,
+                  group_size, [] {});
     if (lane == 0) {
       storage.actions[slot] = action;
       storage.rewards[slot] = reward;

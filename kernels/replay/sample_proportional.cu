@@ -7,7 +7,8 @@
 // additions, which pair the same operands as the stored nodes and so reproduce them bit for
 // bit, and walks them in registers. IS weight: (P(i) / P_min)^-beta, P = p / total, P_min from
 // the min tree. The same warp copies the drawn row into `rows` (copy_row_by_warp), its loads in
-// flight with the draw's generation and leaf while lane 0 computes the weight. Outputs
+// flight with the draw's generation while lane 0 computes the weight (the leaf's priority comes
+// from the descent's registers). Outputs
 // [batch] overwritten; the device step advances by one once every block has read it (the last
 // block to finish advances it).
 #include "kernels/core/phase_clock.cuh"
@@ -52,13 +53,12 @@ __device__ inline double descend_levels(const double* sum, std::uint32_t& node, 
   return __shfl_sync(kFullMask, group[0], offset);
 }
 
-// The slot the mass falls in, and its leaf's priority (`leaf`). Marks the clock after each
-// group's descent.
+// The slot the mass falls in; `leaf` (in: the root's sum) ends as that slot's leaf priority (a
+// one-slot tree's leaf is its root). Marks the clock after each group's descent.
 __device__ inline std::uint32_t find_prefix_sum(const ReplayTreeView& tree, double mass, int lane,
                                                 double& leaf, PhaseClock& clock) {
   const int depth = tree_depth(tree);
   std::uint32_t node = 1;
-  leaf = tree.sum[1];  // a one-slot tree (depth 0) is its root
   switch (depth % 5) {  // the top group takes the remainder, every other group five levels
     case 1: leaf = descend_levels<1>(tree.sum, node, mass, lane); break;
     case 2: leaf = descend_levels<2>(tree.sum, node, mass, lane); break;
@@ -96,17 +96,19 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
     if (lane == 0) u = draw_uniform(uniforms, seed, step, k);
     u = __shfl_sync(kFullMask, u, 0);
     const double mass = draw_mass(params, k, batch, u, total);
+    const double min_probability = min_positive_total / total;
+    const double beta = beta_at_step(params, step);
     clock.mark();
-    double leaf = 0.0;
+    double leaf = total;
     const std::uint32_t slot = find_prefix_sum(tree, mass, lane, leaf, clock);
-    // Lane 0's generation load goes out with the row's, its weight is computed while they are in
-    // flight, and every store follows every load (gather_row.cuh).
+    // Lane 0's generation load goes out with the row's, the weight's pow runs while they are in
+    // flight (ptxas places its two divisions before the loads), and every store follows every
+    // load (gather_row.cuh).
     std::uint32_t generation = 0;
     if (lane == 0) generation = generations_now[slot];
     float weight = 0.0f;
     copy_row_by_warp(rows, storage, k, slot, lane, [&] {
-      if (lane == 0)
-        weight = is_weight(leaf / total, min_positive_total / total, beta_at_step(params, step));
+      if (lane == 0) weight = is_weight(leaf / total, min_probability, beta);
     });
     clock.mark();
     if (lane == 0)

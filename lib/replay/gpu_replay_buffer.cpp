@@ -13,6 +13,14 @@ namespace {
 
 bool is_rank(const ReplayConfig& config) { return config.mode == ReplayPriorityMode::Rank; }
 
+// ceil(log2(leaves) / 5): the five-level groups of the draw's descent and the update's kept
+// levels (kernels/replay/replay_tree.cuh).
+std::size_t kept_groups(std::size_t leaves) {
+  std::size_t depth = 0;
+  while ((std::size_t{1} << depth) < leaves) ++depth;
+  return (depth + 4) / 5;
+}
+
 [[noreturn]] void throw_invalid(const char* call, const std::string& what, const char* file,
                                 int line) {
   throw Error(call, "invalid argument", what, file, line);
@@ -178,6 +186,29 @@ DeviceSampledBatch GpuReplayBuffer::draw(const double* device_uniforms, std::siz
           out_rewards_.data(),
           next_states,
           out_dones_.data()};
+}
+
+std::size_t GpuReplayBuffer::draw_phase_readings() const noexcept {
+  return 6 + kept_groups(leaves_);
+}
+
+std::size_t GpuReplayBuffer::update_phase_readings() const noexcept {
+  return 6 + 2 * kept_groups(leaves_);
+}
+
+void GpuReplayBuffer::record_phase_times(std::span<std::uint64_t> draw_times,
+                                         std::span<std::uint64_t> update_times) {
+  const auto check = [](const char* which, std::span<std::uint64_t> times, std::size_t needed) {
+    if (!times.empty() && times.size() != needed)
+      throw_invalid("GpuReplayBuffer::record_phase_times",
+                    std::string(which) + " readings: " + std::to_string(times.size()) +
+                        " values given, this tree's launch writes " + std::to_string(needed),
+                    __FILE__, __LINE__);
+  };
+  check("draw", draw_times, draw_phase_readings());
+  check("update", update_times, update_phase_readings());
+  draw_phase_times_ = draw_times.empty() ? nullptr : draw_times.data();
+  update_phase_times_ = update_times.empty() ? nullptr : update_times.data();
 }
 
 void GpuReplayBuffer::update_priorities(const std::uint32_t* indices,

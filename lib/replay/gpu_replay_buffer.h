@@ -93,14 +93,16 @@ class GpuReplayBuffer {
   void update_priorities(const std::uint32_t* indices, const std::uint32_t* generations,
                          const float* td_errors, std::size_t count, cudaStream_t stream);
 
-  // Diagnostics (null: off): the phase clocks of the proportional draw and of the priority
-  // update write their %globaltimer readings to these device arrays at every launch (sizes in
-  // kernels/replay/replay_kernels.h). Not for capture-and-forget use: the arrays must outlive
-  // the launches.
-  void record_phase_times(std::uint64_t* draw_times, std::uint64_t* update_times) noexcept {
-    draw_phase_times_ = draw_times;
-    update_phase_times_ = update_times;
-  }
+  // Diagnostics: the phase clocks of the proportional draw and of the priority update
+  // (kernels/replay/replay_kernels.h) write their %globaltimer readings to these device arrays
+  // at every later launch; an empty span turns that clock off. Each non-empty span must hold
+  // exactly draw_phase_readings() / update_phase_readings() values (else resident::Error naming
+  // both sizes, nothing changed). A launch captured into a graph keeps the arrays set at
+  // capture: they must outlive every replay.
+  std::size_t draw_phase_readings() const noexcept;
+  std::size_t update_phase_readings() const noexcept;
+  void record_phase_times(std::span<std::uint64_t> draw_times,
+                          std::span<std::uint64_t> update_times);
 
   // The device counters (cursor, size, step, nonfinite, stale, bad_index).
   const kernels::ReplayCounters* device_counters() const noexcept { return counters_.data(); }

@@ -28,11 +28,11 @@
 #include "lib/nn/mlp.h"
 #include "lib/nn/regression_step.h"
 #include "tests/nn/fused_step_test_support.h"
-#include "tests/support/phase_clock.h"
 #include "tests/nn/mlp_reference_support.h"
 #include "tests/nn/nn_test_support.h"
 #include "tests/reference/nn_reference.h"
 #include "tests/support/gpu.h"
+#include "tests/support/phase_clock.h"
 
 namespace {
 

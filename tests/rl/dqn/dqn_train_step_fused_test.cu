@@ -31,12 +31,12 @@
 #include "lib/core/scalar_readback.h"
 #include "lib/nn/mlp.h"
 #include "tests/nn/fused_step_test_support.h"
-#include "tests/support/phase_clock.h"
 #include "tests/nn/mlp_reference_support.h"
 #include "tests/nn/nn_test_support.h"
 #include "tests/reference/nn_reference.h"
 #include "tests/rl/dqn/dqn_reference.h"
 #include "tests/support/gpu.h"
+#include "tests/support/phase_clock.h"
 
 namespace {
 
