@@ -192,6 +192,7 @@ TEST(GpuReplayPhaseClock, ReadingCountsFollowTheTreeAndTwoChunkUpdates) {
   update_times.zero();
   buffer.record_phase_times(draw_times.span(), update_times.span());
   const DeviceSampledBatch drawn = buffer.sample(64);
+  stream.synchronize();  // the cudaMemcpy below does not wait for this non-blocking stream
   std::vector<std::uint32_t> slots(kEntries), generations(kEntries);
   std::vector<float> td(kEntries);
   std::uniform_real_distribution<float> magnitude(0.1f, 2.0f);
