@@ -7,6 +7,7 @@
 // Float order: reward = fl(fl(float(p') * r[t]) - fl(c * float(|p' - p|))), return =
 // fl(return + reward), with explicit round-to-nearest intrinsics so no contraction can change
 // a bit. Deterministic: no float atomics (the invalid-action count is an integer atomic).
+#include "kernels/core/copy_row_pair.cuh"
 #include "kernels/core/philox.cuh"
 #include "kernels/core/programmatic_launch.cuh"
 #include "kernels/env/trading_step.h"
@@ -36,6 +37,13 @@ __device__ inline std::int32_t episode_start(const TradingSeriesDeviceView& seri
          static_cast<std::int32_t>((std::uint64_t{draw} * start_count) >> 32);
 }
 
+// The first feature of the window that ends at time `time` (local index).
+__device__ inline const float* window_at(const TradingSeriesDeviceView& series, std::int32_t time,
+                                         std::int32_t window) {
+  const auto first_time = static_cast<std::size_t>(time + 1 - window);
+  return series.features + first_time * static_cast<std::size_t>(series.feature_count);
+}
+
 // The observation of one env at time `time` (local index) with position `position` into
 // row [D] (D = W * F + 1), written by the calling warp (every lane calls it).
 __device__ inline void write_observation_by_warp(float* row, std::int32_t time,
@@ -44,8 +52,7 @@ __device__ inline void write_observation_by_warp(float* row, std::int32_t time,
                                                  std::int32_t window, unsigned lane) {
   const std::size_t window_values =
       static_cast<std::size_t>(window) * static_cast<std::size_t>(series.feature_count);
-  const float* first = series.features + static_cast<std::size_t>(time + 1 - window) *
-                                             static_cast<std::size_t>(series.feature_count);
+  const float* first = window_at(series, time, window);
   for (std::size_t j = lane; j < window_values; j += 32) row[j] = first[j];
   if (lane == 0) row[window_values] = static_cast<float>(position);
 }
@@ -135,11 +142,17 @@ __global__ void __launch_bounds__(kEnvsPerBlock * 32)
   next_position = __shfl_sync(kFullMask, next_position, 0);
   time = __shfl_sync(kFullMask, time, 0);
   position = __shfl_sync(kFullMask, position, 0);
-  const std::size_t size = static_cast<std::size_t>(params.window) * series.feature_count + 1;
-  write_observation_by_warp(outputs.next_observations + n * size, next_time, next_position,
-                            series, params.window, lane);
-  write_observation_by_warp(outputs.observations + n * size, time, position, series,
-                            params.window, lane);
+  // Both observations' windows are loaded before either is stored (kernels/core/copy_row_pair.cuh).
+  const std::size_t window_values =
+      static_cast<std::size_t>(params.window) * static_cast<std::size_t>(series.feature_count);
+  float* next_row = outputs.next_observations + n * (window_values + 1);
+  float* row = outputs.observations + n * (window_values + 1);
+  copy_row_pair(window_at(series, next_time, params.window), window_at(series, time, params.window),
+                next_row, row, window_values, lane, 32u, [] {});
+  if (lane == 0) {
+    next_row[window_values] = static_cast<float>(next_position);
+    row[window_values] = static_cast<float>(position);
+  }
 }
 
 unsigned blocks_for(std::size_t env_count) {

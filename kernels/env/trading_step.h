@@ -65,7 +65,8 @@ void launch_trading_reset(TradingStateView state, float* observations,
 // in episode order) to completed_return_sum and counts it in completed_episodes (reduce both
 // with launch_episode_stats), then auto-resets with the draw of its next episode.
 // Deterministic (each env's state is written by one lane; no float atomics). `actions` must not
-// alias the outputs; next_observations and observations must not alias each other.
+// alias the outputs; next_observations and observations must not alias each other or the series
+// (both observations' windows are loaded before either is stored).
 void launch_trading_step(TradingStepOutputs outputs, TradingStateView state,
                          const std::int32_t* actions, TradingSeriesDeviceView series,
                          TradingParams params, std::size_t env_count, cudaStream_t stream);

@@ -16,6 +16,7 @@
 #include <span>
 #include <string>
 
+#include "kernels/core/phase_clock.cuh"
 #include "kernels/core/programmatic_launch.cuh"
 #include "kernels/nn/activation_math.cuh"
 #include "kernels/nn/adamw_element.cuh"
@@ -281,22 +282,6 @@ __device__ void input_grad_tile(Chunks& s, const Pass& p, int l, int t) {
 __device__ __forceinline__ int forward_tiles(const Pass& p, int l) {
   return tiles_of(p.rows, static_cast<int>(p.net->widths[l]));
 }
-
-// Diagnostics: block 0's thread 0 writes %globaltimer (ns) to times[slot++] when times is set
-// (FusedStepScratch::phase_times).
-struct PhaseClock {
-  std::uint64_t* times;
-  int slot = 0;
-
-  __device__ __forceinline__ void mark() {
-    if (times != nullptr && blockIdx.x == 0 && threadIdx.x == 0) {
-      std::uint64_t now;
-      asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
-      times[slot] = now;
-    }
-    ++slot;
-  }
-};
 
 // The backward phases of a pass whose d_pre_activations[L - 1] (dL/dy) is complete: for
 // l = L-1 .. 1, dW_l and db_l, and for l > 1 dz_{l-1}; the last phase (l = 1) also takes dW_L and

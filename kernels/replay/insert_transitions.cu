@@ -17,6 +17,7 @@
 //   skipped + n and size. Rows, leaves and generations are overwritten.
 // Deterministic: every kept node is recomputed from its descendants, never accumulated.
 #include "kernels/replay/replay_kernels.h"
+#include "kernels/core/copy_row_pair.cuh"
 #include "kernels/replay/replay_tree.cuh"
 #include "kernels/core/launch_config.h"
 #include "kernels/core/programmatic_launch.cuh"
@@ -46,7 +47,9 @@ struct InsertedRows {
 
 // Rows first_row, first_row + row_stride, ... of the n-row batch to slots (cursor + row) %
 // capacity (cursor < capacity, n <= capacity), one row per group of `group_size` threads: the
-// group's lanes over the state elements (coalesced), its lane 0 the row's scalars.
+// group's lanes over the state elements (coalesced, every load before any store:
+// kernels/core/copy_row_pair.cuh), its lane 0 the row's scalars (loaded with them, stored
+// after).
 __device__ inline void copy_rows_by_group(const ReplayStorageView& storage, std::uint32_t capacity,
                                           std::uint32_t cursor, const InsertedRows& rows,
                                           std::uint32_t n, std::uint32_t first_row,
@@ -56,18 +59,21 @@ __device__ inline void copy_rows_by_group(const ReplayStorageView& storage, std:
   for (std::uint32_t row = first_row; row < n; row += row_stride) {
     const std::uint32_t wrapped = cursor + row;  // < 2 capacity <= 2^31
     const std::uint32_t slot = wrapped >= capacity ? wrapped - capacity : wrapped;
-    const float* states = rows.states + row * dim;
-    const float* next_states = rows.next_states + row * dim;
-    float* states_out = storage.states + slot * dim;
-    float* next_states_out = storage.next_states + slot * dim;
-    for (std::uint64_t col = lane; col < dim; col += group_size) {
-      states_out[col] = states[col];
-      next_states_out[col] = next_states[col];
-    }
+    std::int32_t action = 0;
+    float reward = 0.0f;
+    std::uint8_t done = 0;
     if (lane == 0) {
-      storage.actions[slot] = rows.actions[row];
-      storage.rewards[slot] = rows.rewards[row];
-      storage.dones[slot] = rows.dones[row];
+      action = rows.actions[row];
+      reward = rows.rewards[row];
+      done = rows.dones[row];
+    }
+    copy_row_pair(rows.states + row * dim, rows.next_states + row * dim,
+                  storage.states + slot * dim, storage.next_states + slot * dim, dim, lane,
+                  group_size, [] {});
+    if (lane == 0) {
+      storage.actions[slot] = action;
+      storage.rewards[slot] = reward;
+      storage.dones[slot] = done;
     }
   }
 }

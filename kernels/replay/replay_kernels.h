@@ -26,23 +26,31 @@ void launch_insert_transitions(ReplayStorageView storage, ReplayTreeView tree,
 // Sets p = (|td| + eps)^alpha for each entry, in order: the last writable entry of an index
 // wins; non-finite priorities, stale generations and indices >= size are dropped and counted.
 // One cluster of 8 blocks of 1024 threads, entries in chunks of 1024; no scratch outside shared
-// memory.
+// memory. phase_times (diagnostics, null: off): 6 + 2 * ceil(log2(P) / 5) %globaltimer readings
+// of block 0 (kernels/core/phase_clock.cuh): entry, after the wait for the draw, after the
+// classification, after the claims, before the kept levels, per kept level after its barrier and
+// after its recomputation (the first chunk only), and at the end.
 void launch_update_priorities(ReplayTreeView tree, ReplayCounters* counters,
                               const std::uint32_t* generations_now,
                               const std::uint32_t* indices, const std::uint32_t* generations,
                               const float* td_errors, std::uint32_t count, ReplayParams params,
-                              cudaStream_t stream);
+                              cudaStream_t stream, std::uint64_t* phase_times = nullptr);
 
 // Proportional draws: out_indices/out_generations/out_weights [batch], and each draw's row
 // gathered from `storage` into `rows` (fused: no separate gather launch). Uniforms come from
 // `uniforms` [batch] when non-null (tests), else from Philox keyed by (seed, step). Advances
-// the device step by one.
+// the device step by one. phase_times (diagnostics, null: off): 6 + ceil(log2(P) / 5)
+// %globaltimer readings of draw 0's lane 0 (kernels/core/phase_clock.cuh): entry, after the wait
+// for the prior kernel, after the mass (step, total, uniform), after each group's descent, after
+// the row copy (the draw's generation and weight with it), after the draw's outputs, and at the
+// end (the step's advance).
 void launch_sample_proportional(std::uint32_t* out_indices, std::uint32_t* out_generations,
                                 float* out_weights, SampledRowsView rows,
                                 ReplayStorageView storage, ReplayTreeView tree,
                                 const std::uint32_t* generations_now, ReplayCounters* counters,
                                 const double* uniforms, std::uint64_t seed, std::uint32_t batch,
-                                ReplayParams params, cudaStream_t stream);
+                                ReplayParams params, cudaStream_t stream,
+                                std::uint64_t* phase_times = nullptr);
 
 // Rank-based draws over priorities sorted in descending order (ties by slot ascending):
 // sorted_slots [capacity], sorted_priorities [capacity], rank_prefix [capacity + 1] with

@@ -39,14 +39,19 @@ __device__ inline double draw_mass(const ReplayParams& params, std::uint32_t k,
   return position * total / strata;
 }
 
-// Writes draw k: its slot, the slot's generation, and its IS weight (P / P_min)^-beta.
+// The IS weight (P / P_min)^-beta of a draw of probability P.
+__device__ inline float is_weight(double probability, double min_probability, double beta) {
+  return static_cast<float>(pow(probability / min_probability, -beta));
+}
+
+// Writes draw k: its slot, the slot's generation and its IS weight (values: the caller loads
+// and computes them before the first store, so they are not serialized behind it).
 __device__ inline void write_draw(std::uint32_t* out_indices, std::uint32_t* out_generations,
                                   float* out_weights, std::uint32_t k, std::uint32_t slot,
-                                  const std::uint32_t* generations_now, double probability,
-                                  double min_probability, double beta) {
+                                  std::uint32_t generation, float weight) {
   out_indices[k] = slot;
-  out_generations[k] = generations_now[slot];
-  out_weights[k] = static_cast<float>(pow(probability / min_probability, -beta));
+  out_generations[k] = generation;
+  out_weights[k] = weight;
 }
 
 }  // namespace resident::kernels

@@ -6,9 +6,12 @@
 // levels down (one coalesced load), rebuilds the four levels in between with butterfly
 // additions, which pair the same operands as the stored nodes and so reproduce them bit for
 // bit, and walks them in registers. IS weight: (P(i) / P_min)^-beta, P = p / total, P_min from
-// the min tree. The same warp then copies the drawn row into `rows` (copy_row_by_warp). Outputs
+// the min tree. The same warp copies the drawn row into `rows` (copy_row_by_warp), its loads in
+// flight with the draw's generation while lane 0 computes the weight (the leaf's priority comes
+// from the descent's registers). Outputs
 // [batch] overwritten; the device step advances by one once every block has read it (the last
 // block to finish advances it).
+#include "kernels/core/phase_clock.cuh"
 #include "kernels/core/programmatic_launch.cuh"
 #include "kernels/replay/gather_row.cuh"
 #include "kernels/replay/replay_sampling.cuh"
@@ -22,10 +25,11 @@ namespace {
 constexpr int kWarpsPerBlock = 8;
 constexpr unsigned kFullMask = 0xffffffffu;
 
-// Descends R levels below `node` (R <= 5), updating node and mass as the binary descent would.
+// Descends R levels below `node` (R <= 5), updating node and mass as the binary descent would;
+// returns the sum of the node it arrives at (as stored: the loaded value, no rebuild).
 template <int R>
-__device__ inline void descend_levels(const double* sum, std::uint32_t& node, double& mass,
-                                      int lane) {
+__device__ inline double descend_levels(const double* sum, std::uint32_t& node, double& mass,
+                                        int lane) {
   constexpr int kWidth = 1 << R;
   const std::uint32_t first = node << R;  // leftmost descendant R levels down
   double group[R + 1];                    // group[m]: sum of the aligned 2^m lanes around lane
@@ -46,19 +50,27 @@ __device__ inline void descend_levels(const double* sum, std::uint32_t& node, do
     }
   }
   node = first + static_cast<std::uint32_t>(offset);
+  return __shfl_sync(kFullMask, group[0], offset);
 }
 
-__device__ inline std::uint32_t find_prefix_sum(const ReplayTreeView& tree, double mass, int lane) {
+// The slot the mass falls in; `leaf` (in: the root's sum) ends as that slot's leaf priority (a
+// one-slot tree's leaf is its root). Marks the clock after each group's descent.
+__device__ inline std::uint32_t find_prefix_sum(const ReplayTreeView& tree, double mass, int lane,
+                                                double& leaf, PhaseClock& clock) {
   const int depth = tree_depth(tree);
   std::uint32_t node = 1;
   switch (depth % 5) {  // the top group takes the remainder, every other group five levels
-    case 1: descend_levels<1>(tree.sum, node, mass, lane); break;
-    case 2: descend_levels<2>(tree.sum, node, mass, lane); break;
-    case 3: descend_levels<3>(tree.sum, node, mass, lane); break;
-    case 4: descend_levels<4>(tree.sum, node, mass, lane); break;
+    case 1: leaf = descend_levels<1>(tree.sum, node, mass, lane); break;
+    case 2: leaf = descend_levels<2>(tree.sum, node, mass, lane); break;
+    case 3: leaf = descend_levels<3>(tree.sum, node, mass, lane); break;
+    case 4: leaf = descend_levels<4>(tree.sum, node, mass, lane); break;
     default: break;
   }
-  for (int group = 0; group < depth / 5; ++group) descend_levels<5>(tree.sum, node, mass, lane);
+  if (depth % 5 != 0) clock.mark();
+  for (int group = 0; group < depth / 5; ++group) {
+    leaf = descend_levels<5>(tree.sum, node, mass, lane);
+    clock.mark();
+  }
   return node - tree.leaves;
 }
 
@@ -68,24 +80,40 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
                         ReplayTreeView tree,
                         const std::uint32_t* generations_now, ReplayCounters* counters,
                         const double* uniforms, std::uint64_t seed, std::uint32_t batch,
-                        ReplayParams params) {
+                        ReplayParams params, std::uint64_t* phase_times) {
+  PhaseClock clock{phase_times};  // block 0's thread 0: draw 0's lane 0
+  clock.mark();
   allow_next_kernel_to_start();
   wait_for_prior_kernel();  // launched after the insert or the gradient step (launch_after_prior)
+  clock.mark();
   const std::uint64_t step = counters->step;
   const int lane = static_cast<int>(threadIdx.x & 31u);
   const std::uint32_t k = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32;
   if (k < batch) {  // whole warps: k is uniform across the warp
     const double total = tree.sum[1];
+    const double min_positive_total = tree.min_positive[1];
     double u = 0.0;
     if (lane == 0) u = draw_uniform(uniforms, seed, step, k);
     u = __shfl_sync(kFullMask, u, 0);
-    const std::uint32_t slot =
-        find_prefix_sum(tree, draw_mass(params, k, batch, u, total), lane);
+    const double mass = draw_mass(params, k, batch, u, total);
+    const double min_probability = min_positive_total / total;
+    const double beta = beta_at_step(params, step);
+    clock.mark();
+    double leaf = total;
+    const std::uint32_t slot = find_prefix_sum(tree, mass, lane, leaf, clock);
+    // Lane 0's generation load goes out with the row's, the weight's pow runs while they are in
+    // flight (ptxas places its two divisions before the loads), and every store follows every
+    // load (gather_row.cuh).
+    std::uint32_t generation = 0;
+    if (lane == 0) generation = generations_now[slot];
+    float weight = 0.0f;
+    copy_row_by_warp(rows, storage, k, slot, lane, [&] {
+      if (lane == 0) weight = is_weight(leaf / total, min_probability, beta);
+    });
+    clock.mark();
     if (lane == 0)
-      write_draw(out_indices, out_generations, out_weights, k, slot, generations_now,
-                 tree.sum[tree.leaves + slot] / total, tree.min_positive[1] / total,
-                 beta_at_step(params, step));
-    copy_row_by_warp(rows, storage, k, slot, lane);
+      write_draw(out_indices, out_generations, out_weights, k, slot, generation, weight);
+    clock.mark();
   }
   // The last block to finish advances the step: every block has read it by then.
   __syncthreads();
@@ -97,6 +125,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
       counters->step = step + 1;
     }
   }
+  clock.mark();
 }
 
 }  // namespace
@@ -106,12 +135,13 @@ void launch_sample_proportional(std::uint32_t* out_indices, std::uint32_t* out_g
                                 ReplayStorageView storage, ReplayTreeView tree,
                                 const std::uint32_t* generations_now, ReplayCounters* counters,
                                 const double* uniforms, std::uint64_t seed, std::uint32_t batch,
-                                ReplayParams params, cudaStream_t stream) {
+                                ReplayParams params, cudaStream_t stream,
+                                std::uint64_t* phase_times) {
   const NvtxRange range("replay/sample_proportional");
   const unsigned blocks = (batch + kWarpsPerBlock - 1) / kWarpsPerBlock;
   launch_after_prior({dim3(blocks), dim3(kWarpsPerBlock * 32)}, stream, sample_proportional,
                      out_indices, out_generations, out_weights, rows, storage, tree,
-                     generations_now, counters, uniforms, seed, batch, params);
+                     generations_now, counters, uniforms, seed, batch, params, phase_times);
   RESIDENT_CHECK_LAUNCH("sample_proportional");
 }
 

@@ -47,8 +47,9 @@ __global__ void __launch_bounds__(kSampleBlock)
     }
     const std::uint32_t rank = lo <= m ? lo : m;
     const std::uint32_t slot = sorted_slots[rank - 1];
-    write_draw(out_indices, out_generations, out_weights, k, slot, generations_now,
-               pow(static_cast<double>(rank), -params.alpha) / rank_total, min_probability, beta);
+    write_draw(out_indices, out_generations, out_weights, k, slot, generations_now[slot],
+               is_weight(pow(static_cast<double>(rank), -params.alpha) / rank_total,
+                         min_probability, beta));
   }
   __syncthreads();
   if (threadIdx.x == 0) counters->step = step + 1;

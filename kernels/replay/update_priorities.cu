@@ -26,6 +26,7 @@
 // no scratch outside shared memory.
 #include <cooperative_groups.h>
 
+#include "kernels/core/phase_clock.cuh"
 #include "kernels/core/programmatic_launch.cuh"
 #include "kernels/replay/replay_kernels.h"
 #include "kernels/replay/replay_tree.cuh"
@@ -57,15 +58,18 @@ __global__ void __cluster_dims__(kClusterBlocks, 1, 1) __launch_bounds__(kThread
     update_priorities(ReplayTreeView tree, ReplayCounters* counters,
                       const std::uint32_t* generations_now, const std::uint32_t* indices,
                       const std::uint32_t* generations, const float* td_errors,
-                      std::uint32_t count, ReplayParams params) {
+                      std::uint32_t count, ReplayParams params, std::uint64_t* phase_times) {
   __shared__ std::uint32_t bucket_slot[kTableSize];   // the slot a bucket holds, or kEmpty
   __shared__ std::uint32_t bucket_owner[kTableSize];  // 1 + the chunk position of its last entry
   __shared__ std::uint32_t owned_leaf[kThreads];      // leaf node entry t wrote, or kEmpty
   __shared__ std::uint32_t node_claim[kClaimNodes];   // the tag of the last level that took it
 
+  PhaseClock clock{phase_times};  // block 0, the first chunk only (launch_update_priorities)
+  clock.mark();
   allow_next_kernel_to_start();
   for (std::uint32_t i = threadIdx.x; i < kClaimNodes; i += kThreads) node_claim[i] = kEmpty;
   wait_for_prior_kernel();  // launched after the draw (launch_after_prior)
+  clock.mark();
 
   cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
   const std::uint32_t rank = cluster.block_rank();
@@ -98,6 +102,10 @@ __global__ void __cluster_dims__(kClusterBlocks, 1, 1) __launch_bounds__(kThread
       bucket_owner[b] = 0;
     }
     __syncthreads();  // the table is empty (and the previous chunk's last level is done)
+    const auto mark = [&] {
+      if (base == 0) clock.mark();
+    };
+    mark();
     // 2. Claim: the first probe of a slot's sequence that is empty or holds it is its bucket
     // (the same for every entry of that slot: buckets never change once filled).
     std::uint32_t bucket = 0;
@@ -111,6 +119,7 @@ __global__ void __cluster_dims__(kClusterBlocks, 1, 1) __launch_bounds__(kThread
       atomicMax(&bucket_owner[bucket], t + 1);
     }
     __syncthreads();
+    mark();
     // 3. The owner of each slot writes its leaf.
     const bool owner = writable && bucket_owner[bucket] == t + 1;
     owned_leaf[t] = owner ? tree.leaves + slot : kEmpty;
@@ -118,6 +127,7 @@ __global__ void __cluster_dims__(kClusterBlocks, 1, 1) __launch_bounds__(kThread
     // 4. Kept levels, lowest first; warp w of the cluster recomputes the ancestors of entries
     // w, w + kNodesPerPass, ...
     const std::uint32_t warp = rank * (kThreads / 32) + t / 32;
+    mark();
     for (int below = 0; below < depth;) {
       const int r = kept_step(below, depth);
       const int height = below + r;
@@ -125,6 +135,7 @@ __global__ void __cluster_dims__(kClusterBlocks, 1, 1) __launch_bounds__(kThread
       // Chunks of one call are < 2^22 (count is 32-bit, kThreads = 2^10) and heights < 32.
       const std::uint32_t tag = (base / kThreads) << 5 | static_cast<std::uint32_t>(height);
       cluster.sync();  // the kept level `below` is final in every block (leaves at first)
+      mark();
       for (std::uint32_t first = 0; first < chunk; first += kNodesPerPass) {  // uniform
         const std::uint32_t j = first + warp;
         const std::uint32_t leaf = j < chunk ? owned_leaf[j] : kEmpty;
@@ -139,6 +150,7 @@ __global__ void __cluster_dims__(kClusterBlocks, 1, 1) __launch_bounds__(kThread
         }
         pull_kept_node_by_warp(tree, node, r);
       }
+      mark();
       below = height;
     }
     // owned_leaf and the table are read, and the last level written in every block, before the
@@ -150,6 +162,7 @@ __global__ void __cluster_dims__(kClusterBlocks, 1, 1) __launch_bounds__(kThread
   if (nonfinite) atomicAdd(reinterpret_cast<unsigned long long*>(&counters->nonfinite), nonfinite);
   if (stale) atomicAdd(reinterpret_cast<unsigned long long*>(&counters->stale), stale);
   if (bad) atomicAdd(reinterpret_cast<unsigned long long*>(&counters->bad_index), bad);
+  clock.mark();
 }
 
 }  // namespace
@@ -157,11 +170,13 @@ __global__ void __cluster_dims__(kClusterBlocks, 1, 1) __launch_bounds__(kThread
 void launch_update_priorities(ReplayTreeView tree, ReplayCounters* counters,
                               const std::uint32_t* generations_now, const std::uint32_t* indices,
                               const std::uint32_t* generations, const float* td_errors,
-                              std::uint32_t count, ReplayParams params, cudaStream_t stream) {
+                              std::uint32_t count, ReplayParams params, cudaStream_t stream,
+                              std::uint64_t* phase_times) {
   const NvtxRange range("replay/update_priorities");
   if (count == 0) return;
   launch_after_prior({dim3(kClusterBlocks), dim3(kThreads)}, stream, update_priorities, tree,
-                     counters, generations_now, indices, generations, td_errors, count, params);
+                     counters, generations_now, indices, generations, td_errors, count, params,
+                     phase_times);
   RESIDENT_CHECK_LAUNCH("update_priorities");
 }
 

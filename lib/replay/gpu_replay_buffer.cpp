@@ -13,6 +13,14 @@ namespace {
 
 bool is_rank(const ReplayConfig& config) { return config.mode == ReplayPriorityMode::Rank; }
 
+// ceil(log2(leaves) / 5): the five-level groups of the draw's descent and the update's kept
+// levels (kernels/replay/replay_tree.cuh).
+std::size_t kept_groups(std::size_t leaves) {
+  std::size_t depth = 0;
+  while ((std::size_t{1} << depth) < leaves) ++depth;
+  return (depth + 4) / 5;
+}
+
 [[noreturn]] void throw_invalid(const char* call, const std::string& what, const char* file,
                                 int line) {
   throw Error(call, "invalid argument", what, file, line);
@@ -167,7 +175,7 @@ DeviceSampledBatch GpuReplayBuffer::draw(const double* device_uniforms, std::siz
     kernels::launch_sample_proportional(out_indices_.data(), out_generations_.data(),
                                         out_weights_.data(), rows, storage_view(), tree_view(),
                                         generations_.data(), counters_.data(), device_uniforms,
-                                        seed_, b, params_, stream_);
+                                        seed_, b, params_, stream_, draw_phase_times_);
   }
   return {batch,
           out_indices_.data(),
@@ -178,6 +186,29 @@ DeviceSampledBatch GpuReplayBuffer::draw(const double* device_uniforms, std::siz
           out_rewards_.data(),
           next_states,
           out_dones_.data()};
+}
+
+std::size_t GpuReplayBuffer::draw_phase_readings() const noexcept {
+  return 6 + kept_groups(leaves_);
+}
+
+std::size_t GpuReplayBuffer::update_phase_readings() const noexcept {
+  return 6 + 2 * kept_groups(leaves_);
+}
+
+void GpuReplayBuffer::record_phase_times(std::span<std::uint64_t> draw_times,
+                                         std::span<std::uint64_t> update_times) {
+  const auto check = [](const char* which, std::span<std::uint64_t> times, std::size_t needed) {
+    if (!times.empty() && times.size() != needed)
+      throw_invalid("GpuReplayBuffer::record_phase_times",
+                    std::string(which) + " readings: " + std::to_string(times.size()) +
+                        " values given, this tree's launch writes " + std::to_string(needed),
+                    __FILE__, __LINE__);
+  };
+  check("draw", draw_times, draw_phase_readings());
+  check("update", update_times, update_phase_readings());
+  draw_phase_times_ = draw_times.empty() ? nullptr : draw_times.data();
+  update_phase_times_ = update_times.empty() ? nullptr : update_times.data();
 }
 
 void GpuReplayBuffer::update_priorities(const std::uint32_t* indices,
@@ -198,7 +229,8 @@ void GpuReplayBuffer::update_priorities(const std::uint32_t* indices,
                   "count = " + std::to_string(count) + ", allowed [0, 2147483647]", __FILE__,
                   __LINE__);
   kernels::launch_update_priorities(tree_view(), counters_.data(), generations_.data(), indices, generations, td_errors,
-                                    static_cast<std::uint32_t>(count), params_, stream);
+                                    static_cast<std::uint32_t>(count), params_, stream,
+                                    update_phase_times_);
 }
 
 void GpuReplayBuffer::throw_if_nonfinite(std::uint64_t nonfinite, std::uint64_t bad_index,

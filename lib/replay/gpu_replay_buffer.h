@@ -93,6 +93,17 @@ class GpuReplayBuffer {
   void update_priorities(const std::uint32_t* indices, const std::uint32_t* generations,
                          const float* td_errors, std::size_t count, cudaStream_t stream);
 
+  // Diagnostics: the phase clocks of the proportional draw and of the priority update
+  // (kernels/replay/replay_kernels.h) write their %globaltimer readings to these device arrays
+  // at every later launch; an empty span turns that clock off. Each non-empty span must hold
+  // exactly draw_phase_readings() / update_phase_readings() values (else resident::Error naming
+  // both sizes, nothing changed). A launch captured into a graph keeps the arrays set at
+  // capture: they must outlive every replay.
+  std::size_t draw_phase_readings() const noexcept;
+  std::size_t update_phase_readings() const noexcept;
+  void record_phase_times(std::span<std::uint64_t> draw_times,
+                          std::span<std::uint64_t> update_times);
+
   // The device counters (cursor, size, step, nonfinite, stale, bad_index).
   const kernels::ReplayCounters* device_counters() const noexcept { return counters_.data(); }
   // Throws resident::Error when a counter read back from device_counters() shows non-finite
@@ -133,6 +144,8 @@ class GpuReplayBuffer {
   cudaStream_t stream_;
   std::size_t leaves_;
   std::size_t size_ = 0;
+  std::uint64_t* draw_phase_times_ = nullptr;
+  std::uint64_t* update_phase_times_ = nullptr;
   kernels::ReplayParams params_{};
 
   DeviceBuffer<double> sum_, min_positive_, max_;  // [2P] each

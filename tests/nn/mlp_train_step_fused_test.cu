@@ -32,6 +32,7 @@
 #include "tests/nn/nn_test_support.h"
 #include "tests/reference/nn_reference.h"
 #include "tests/support/gpu.h"
+#include "tests/support/phase_clock.h"
 
 namespace {
 
@@ -191,10 +192,10 @@ TEST(FusedStepPhases, ClockReadingsAreOrderedAndPrinted) {
   for (int s = 0; s < 50; ++s) {
     step.replay(context);
     context.synchronize();
-    ASSERT_EQ(test::fused_step_support::add_phase_durations(times.download(), durations), "")
+    ASSERT_EQ(test::phase_clock::add_phase_durations(times.download(), durations), "")
         << "step " << s;
   }
-  test::fused_step_support::print_phase_medians(
+  test::phase_clock::print_phase_medians(
       durations, {"forward 1", "forward 2", "head", "backward 2", "backward 1 + norm partials",
                   "optimizer"});
 }

@@ -19,12 +19,18 @@ __global__ void transition_assembly(TransitionOutputs out, TransitionSources in,
   for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
     const std::size_t n = i / observation_size;
+    // Every load before the first store: a store might alias a later load for all the compiler
+    // knows (the contract says none does), so interleaved they waited one round trip each.
     const bool terminated = in.terminated != nullptr && in.terminated[n] != 0;
-    const bool ended = terminated || (in.truncated != nullptr && in.truncated[n] != 0);
-    out.states[i] = out.current_observations[i];
-    out.next_states[i] =
-        ended && in.final_observations != nullptr ? in.final_observations[i] : in.next_observations[i];
-    out.current_observations[i] = in.observations[i];
+    const bool truncated = in.truncated != nullptr && in.truncated[n] != 0;
+    const float state = out.current_observations[i];
+    const float next_observation = in.next_observations[i];
+    const float final_observation =
+        in.final_observations != nullptr ? in.final_observations[i] : next_observation;
+    const float observation = in.observations[i];
+    out.states[i] = state;
+    out.next_states[i] = terminated || truncated ? final_observation : next_observation;
+    out.current_observations[i] = observation;
     if (i - n * observation_size == 0) out.dones[n] = terminated ? 1 : 0;
   }
 }

@@ -36,6 +36,7 @@
 #include "tests/reference/nn_reference.h"
 #include "tests/rl/dqn/dqn_reference.h"
 #include "tests/support/gpu.h"
+#include "tests/support/phase_clock.h"
 
 namespace {
 
@@ -351,10 +352,10 @@ TEST(DqnFusedStepPhases, ClockReadingsAreOrderedAndPrinted) {
     rig.launch(states, acts, rewards, dones, weights.data());
     rig.online.context.synchronize();
     if (s < 10) continue;
-    ASSERT_EQ(test::fused_step_support::add_phase_durations(times.download(), durations), "")
+    ASSERT_EQ(test::phase_clock::add_phase_durations(times.download(), durations), "")
         << "step " << s;
   }
-  test::fused_step_support::print_phase_medians(
+  test::phase_clock::print_phase_medians(
       durations, {"forward 1 (online 2B + target B)", "forward 2 (online 2B + target B)",
                   "head (Q, targets, Huber, dz2)", "backward 2", "backward 1 + norm partials",
                   "optimizer + target update"});
