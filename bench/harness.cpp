@@ -129,8 +129,17 @@ void TimedPhase::wait_and_set_time() {
   check_cuda(cudaEventSynchronize(stop_), "cudaEventSynchronize");
   float ms = 0;
   check_cuda(cudaEventElapsedTime(&ms, start_, stop_), "cudaEventElapsedTime");
-  state_.SetIterationTime(static_cast<double>(ms) * 1e-3);
-  timed_seconds_ += static_cast<double>(ms) * 1e-3;
+  const double per_step = static_cast<double>(ms) * 1e-3 / steps_per_iteration_;
+  state_.SetIterationTime(per_step);
+  timed_seconds_ += per_step;
+}
+
+void TimedPhase::count_steps_per_iteration(int steps) {
+  if (steps < 1) {
+    std::fprintf(stderr, "bench: steps per iteration must be >= 1 (got %d)\n", steps);
+    std::abort();
+  }
+  steps_per_iteration_ = steps;
 }
 
 void TimedPhase::set_rate(const char* name, double per_iteration) {
@@ -142,7 +151,9 @@ void TimedPhase::set_rate(const char* name, double per_iteration) {
 void TimedPhase::wait() { check_cuda(cudaStreamSynchronize(stream_), "cudaStreamSynchronize"); }
 
 void TimedPhase::finish() {
-  const double iterations = static_cast<double>(std::max<benchmark::IterationCount>(state_.iterations(), 1));
+  const double iterations =
+      static_cast<double>(std::max<benchmark::IterationCount>(state_.iterations(), 1)) *
+      steps_per_iteration_;
   if (!audit::Tracer::instance().running()) {
     // Nothing was counted, so there is nothing to hold to the contract.
     state_.counters["audit.traced"] = 0.0;

@@ -65,6 +65,10 @@ class TimedPhase {
     wait_and_set_time();
   }
 
+  // For a window that runs `steps` steps back to back: each iteration's time, the rates and the
+  // audit counters become per step (one step = window / steps). Call before the first iteration.
+  void count_steps_per_iteration(int steps);
+
   // Attaches the audit counters (per iteration) and the contract to the row.
   void finish();
   // Sum of the timed iterations' CUDA-event times. Rates must be computed from this: Google
@@ -86,6 +90,7 @@ class TimedPhase {
   cudaEvent_t start_ = nullptr;
   cudaEvent_t stop_ = nullptr;
   double timed_seconds_ = 0.0;
+  int steps_per_iteration_ = 1;
 };
 
 // Aborts the benchmark run with a message (CUDA failure in a bench is not a result).

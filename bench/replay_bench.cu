@@ -5,7 +5,14 @@
 //   per_step/resident_no_programmatic_launch  the graph-replayed step with its kernels in plain
 //                            stream order (the update may otherwise start while the draw
 //                            finishes: kernels/core/programmatic_launch.cuh); 1e6 x 256 only
+//   per_step/resident_untraced      per_step/resident without the audit (its CUPTI callback on
+//                            the graph launch falls inside the timed window); 1e3, 1e6, 1e7 x 256
+//   per_step/resident_back_to_back  16 graph-replayed steps per timed window, launched without a
+//                            wait (the host's launch of one step overlaps the GPU's work on the
+//                            one before), time per step; 1e3, 1e6, 1e7 x 256
 //   per_step/host_staged     CPU sum-tree, plus the batch upload and the TD-error download
+// per_step/resident times one step from an idle GPU: the window holds the host's graph launch,
+// so it moves with the host's speed; back_to_back is the GPU's time per step.
 // swept over capacity 1e3..1e7 and B in {256, 1024}. Also insert throughput and the
 // rank-based step (a device radix sort of all priorities, then the draw), and each half of the
 // graph-replayed step alone (step_part/sample_gather, step_part/update).
@@ -84,7 +91,15 @@ DeviceBuffer<float> device_td_errors(std::size_t batch) {
 // Which part of the step a row times: all of it, or one half (to see where the time goes).
 enum class StepPart { kWhole, kSampleOnly, kUpdateOnly };
 
-void BM_gpu_step(benchmark::State& state, ReplayPriorityMode mode, bool graphed, StepPart part) {
+// How a row's timed window is built: steps launched per window (back to back when more than
+// one; graph-replayed rows only) and whether the audit traces it.
+struct StepWindow {
+  int steps = 1;
+  bool traced = true;
+};
+
+void BM_gpu_step(benchmark::State& state, ReplayPriorityMode mode, bool graphed, StepPart part,
+                 StepWindow window) {
   const auto capacity = static_cast<std::size_t>(state.range(0));
   const auto batch = static_cast<std::size_t>(state.range(1));
   Stream stream;
@@ -114,12 +129,16 @@ void BM_gpu_step(benchmark::State& state, ReplayPriorityMode mode, bool graphed,
     RESIDENT_CUDA_CHECK(cudaGraphDestroy(graph));
   }
   const auto body = [&] {
-    if (graphed)
-      bench::check_cuda(cudaGraphLaunch(exec, stream.get()), "cudaGraphLaunch");
-    else
-      step();
+    for (int i = 0; i < window.steps; ++i) {
+      if (graphed)
+        bench::check_cuda(cudaGraphLaunch(exec, stream.get()), "cudaGraphLaunch");
+      else
+        step();
+    }
   };
-  bench::TimedPhase timed(state, "replay/step", bench::zero_transfer_contract(), stream.get());
+  bench::TimedPhase timed(state, "replay/step", bench::zero_transfer_contract(), stream.get(),
+                          window.traced);
+  timed.count_steps_per_iteration(window.steps);
   timed.warm_up(body, 10);
   for (auto _ : state) timed.iteration(body);
   timed.finish();
@@ -222,14 +241,15 @@ int main(int argc, char** argv) {
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 2;
   bench::add_context();
   capacity_by_batch(bench::configure(benchmark::RegisterBenchmark(
-      "per_step/resident", BM_gpu_step, ReplayPriorityMode::Proportional, true, StepPart::kWhole)));
+      "per_step/resident", BM_gpu_step, ReplayPriorityMode::Proportional, true, StepPart::kWhole,
+      StepWindow{})));
   capacity_by_batch(bench::configure(benchmark::RegisterBenchmark(
       "per_step/resident_eager", BM_gpu_step, ReplayPriorityMode::Proportional, false,
-      StepPart::kWhole)));
+      StepPart::kWhole, StepWindow{})));
   for (const auto& [name, part] : {std::pair{"step_part/sample_gather", StepPart::kSampleOnly},
                                    std::pair{"step_part/update", StepPart::kUpdateOnly}})
     bench::configure(benchmark::RegisterBenchmark(name, BM_gpu_step, ReplayPriorityMode::Proportional,
-                                                  true, part))
+                                                  true, part, StepWindow{}))
         ->ArgNames({"capacity", "batch"})
         ->Args({1'000, 256})
         ->Args({1'000'000, 256})
@@ -239,13 +259,24 @@ int main(int argc, char** argv) {
                        [](benchmark::State& state) {
                          const ProgrammaticLaunchScope stream_ordered(false);
                          BM_gpu_step(state, ReplayPriorityMode::Proportional, true,
-                                     StepPart::kWhole);
+                                     StepPart::kWhole, StepWindow{});
                        }))
       ->ArgNames({"capacity", "batch"})
       ->Args({1'000'000, 256});
+  for (const auto& [name, window] :
+       {std::pair{"per_step/resident_untraced", StepWindow{1, false}},
+        std::pair{"per_step/resident_back_to_back", StepWindow{16, true}}})
+    bench::configure(benchmark::RegisterBenchmark(name, BM_gpu_step,
+                                                  ReplayPriorityMode::Proportional, true,
+                                                  StepPart::kWhole, window))
+        ->ArgNames({"capacity", "batch"})
+        ->Args({1'000, 256})
+        ->Args({1'000'000, 256})
+        ->Args({10'000'000, 256});
   capacity_by_batch(bench::configure(benchmark::RegisterBenchmark("per_step/host_staged", BM_host_staged_step)));
   bench::configure(benchmark::RegisterBenchmark("rank_step/resident", BM_gpu_step,
-                                                ReplayPriorityMode::Rank, true, StepPart::kWhole))
+                                                ReplayPriorityMode::Rank, true, StepPart::kWhole,
+                                                StepWindow{}))
       ->ArgNames({"capacity", "batch"})
       ->Args({10'000, 256})
       ->Args({100'000, 256})
