@@ -3,6 +3,7 @@ spread and a verdict, as PNG charts and ``summary.md``."""
 
 from pathlib import Path
 
+from .host_speed import PROBE, host_comparison
 from .loader import Run
 from .plotting import bar_chart, change_chart, timing_panel
 from .stats import Change, Pairing, pair_runs, summarize_run
@@ -17,11 +18,14 @@ def write_compare_report(before: Run, after: Run, out_dir: Path) -> Pairing:
     """Write ``SUMMARY_MD`` into ``out_dir`` (created if needed), and ``changes.png`` and
     ``medians.png`` when some benchmark was measured in both runs. Returns the pairing
     the report shows."""
-    pairing = pair_runs(summarize_run(before), summarize_run(after))
+    before_summary, after_summary = summarize_run(before), summarize_run(after)
+    pairing = pair_runs(before_summary, after_summary)
     out_dir.mkdir(parents=True, exist_ok=True)
     if pairing.changes:
         _write_charts(pairing.changes, _gpu_label(before, after), out_dir)
-    write_summary(out_dir, _summary_blocks(before, after, pairing))
+    probe = next((change for change in pairing.changes if change.key == PROBE), None)
+    host = host_comparison(before_summary.measured, after_summary.measured, probe)
+    write_summary(out_dir, _summary_blocks(before, after, pairing, host))
     return pairing
 
 
@@ -45,10 +49,11 @@ def _write_charts(changes: tuple[Change, ...], gpu: str, out_dir: Path) -> None:
     bar_chart(out_dir / MEDIANS_PNG, "Median real time per benchmark", gpu, [panel])
 
 
-def _summary_blocks(before: Run, after: Run, pairing: Pairing) -> list[str]:
-    """The Markdown blocks of the summary."""
+def _summary_blocks(before: Run, after: Run, pairing: Pairing, host: str) -> list[str]:
+    """The Markdown blocks of the summary; ``host`` the paragraph on the hosts' speed."""
     parts = [f"# Before/after: `{before.source}` → `{after.source}`",
              context_table({"before": before, "after": after}),
+             host,
              "A benchmark is flagged only when its median changed by more than the "
              "run-to-run spread, (max − min) / median of its repetitions, taking the larger "
              "of the two runs' spreads.",

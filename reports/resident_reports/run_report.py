@@ -5,6 +5,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from .host_speed import host_line
 from .loader import Run
 from .naming import BenchName, slug
 from .plotting import BarPanel, bar_chart, line_chart, timing_panel
@@ -34,6 +35,7 @@ def write_run_report(run: Run, out_dir: Path, targets: Sequence[Target] | None =
     summary = summarize_run(run)
     out_dir.mkdir(parents=True, exist_ok=True)
     parts = [f"# Run report: `{run.source}`", context_table({"run": run}),
+             host_line(summary.measured),
              *([_targets_section(summary.measured, targets)] if targets is not None else []),
              _resident_section(summary.measured, run.gpu_name, out_dir),
              _scaling_section(summary.measured, run.gpu_name, out_dir),
