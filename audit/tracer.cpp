@@ -10,6 +10,7 @@
 #include <array>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -139,6 +140,10 @@ struct CallContext {
   bool blocking = false;
   bool internal = false;  // issued by the audit itself (snapshot's device sync)
   RawStack stack;
+  // The correlation ids it waits under in State::pending: the runtime call's and those of the
+  // driver calls it made. The first record to arrive forgets them all (a record carries the
+  // driver call's id, and for a copy the runtime call's too, so the others would never match).
+  std::vector<std::uint32_t> correlations;
 };
 using ContextPtr = std::shared_ptr<CallContext>;
 
@@ -163,6 +168,14 @@ struct Interval {
 
 constexpr std::uint32_t kUnscoped = 0;
 constexpr std::size_t kRecentContexts = 4096;
+// A graph launch yields records only for its copy and memset nodes, so a launch of a graph
+// without them is never matched: a graph launch's ids (a runtime launch files two, its own and
+// its driver call's) leave `pending` once this many later graph-launch ids came in (a record
+// arriving after that is attributed by timestamp, and the report says so). Copies and memsets
+// always yield a record unless the call failed; their larger bound only keeps failing calls
+// from growing `pending` without end.
+constexpr std::size_t kMaxPendingGraphLaunches = std::size_t{1} << 16;
+constexpr std::size_t kMaxPendingTransfers = std::size_t{1} << 20;
 
 thread_local std::vector<std::uint32_t> t_phase_stack;
 thread_local std::vector<std::size_t> t_interval_stack;
@@ -185,6 +198,9 @@ class State {
   std::unordered_map<std::string, std::uint32_t> phase_ids{{kUnscopedPhase, kUnscoped}};
   std::vector<Interval> intervals;
   std::unordered_map<std::uint32_t, ContextPtr> pending;   // correlation id -> call
+  // The ids put into `pending`, oldest first (some long since matched), one queue per bound.
+  std::deque<std::uint32_t> pending_graph_launches;
+  std::deque<std::uint32_t> pending_transfers;
   std::vector<std::pair<std::uint32_t, ContextPtr>> recent; // consumed, for repeat records
   std::size_t recent_next = 0;
   std::vector<PhaseAccum> accum{PhaseAccum{}};
@@ -202,10 +218,24 @@ class State {
     return it->second;
   }
 
+  // Caller holds `mutex`. Files `ctx` under `correlation` until its first record arrives, or
+  // until the queue of its kind passes its bound.
+  void remember(std::uint32_t correlation, const ContextPtr& ctx, bool graph_launch) {
+    ctx->correlations.push_back(correlation);
+    pending[correlation] = ctx;
+    std::deque<std::uint32_t>& order = graph_launch ? pending_graph_launches : pending_transfers;
+    const std::size_t bound = graph_launch ? kMaxPendingGraphLaunches : kMaxPendingTransfers;
+    order.push_back(correlation);
+    while (order.size() > bound) {
+      pending.erase(order.front());  // a no-op when its record has arrived
+      order.pop_front();
+    }
+  }
+
   ContextPtr take_context(std::uint32_t correlation) {
     if (const auto it = pending.find(correlation); it != pending.end()) {
       ContextPtr ctx = it->second;
-      pending.erase(it);
+      for (const std::uint32_t id : ctx->correlations) pending.erase(id);
       if (recent.size() < kRecentContexts) {
         recent.emplace_back(correlation, ctx);
       } else {
@@ -379,7 +409,7 @@ void on_api(State& s, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
         if (runtime) t_runtime_context = ctx;
       }
       const std::lock_guard<std::mutex> lock(s.mutex);
-      s.pending[data->correlationId] = std::move(ctx);
+      s.remember(data->correlationId, ctx, api.kind == ApiKind::kGraphLaunch);
       break;
     }
     case ApiKind::kSyncDevice:
@@ -679,6 +709,12 @@ void Tracer::stop() {
 
 bool Tracer::running() const { return state().running; }
 
+std::size_t Tracer::pending_calls() const {
+  State& s = state();
+  const std::lock_guard<std::mutex> lock(s.mutex);
+  return s.pending.size();
+}
+
 TracerOptions Tracer::options() const { return state().options; }
 
 AuditReport Tracer::snapshot() {
@@ -703,6 +739,8 @@ void Tracer::reset() {
                                [](const std::string& n) { return n.rfind("unified-memory", 0) != 0; }),
                 s.notes.end());
   s.pending.clear();
+  s.pending_graph_launches.clear();
+  s.pending_transfers.clear();
   s.recent.clear();
   s.recent_next = 0;
   s.unmatched_records = 0;

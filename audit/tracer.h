@@ -64,6 +64,10 @@ class Tracer {
   // Flushes, then unsubscribes. Counters are kept until the next start().
   void stop();
   bool running() const;
+  // API calls (copies, memsets, graph launches) still waiting for their first activity record:
+  // for tests of the tracer's memory bound (a graph without copy or memset nodes never yields
+  // one; such launches are forgotten oldest first).
+  std::size_t pending_calls() const;
   // The options of the running (or last) start().
   TracerOptions options() const;
 

@@ -137,17 +137,26 @@ TEST_F(TracerTest, MemcpyFromSymbolScalarAndBulk) {
   EXPECT_EQ(c.d2h_scalar_bytes, 4u);
 }
 
-TEST_F(TracerTest, DriverMemcpyDtoH) {
-  using MemcpyDtoH = CUresult(void*, CUdeviceptr, size_t);
+using MemcpyDtoH = CUresult(void*, CUdeviceptr, size_t);
+
+// cuMemcpyDtoH through the runtime's entry-point query (the tests do not link libcuda), or null.
+MemcpyDtoH* driver_memcpy_dtoh() {
   void* fn = nullptr;
   cudaDriverEntryPointQueryResult found{};
-  CUDA_OK(cudaGetDriverEntryPointByVersion("cuMemcpyDtoH", &fn, 12000, cudaEnableDefault, &found));
-  ASSERT_EQ(found, cudaDriverEntryPointSuccess);
+  if (cudaGetDriverEntryPointByVersion("cuMemcpyDtoH", &fn, 12000, cudaEnableDefault, &found) !=
+          cudaSuccess ||
+      found != cudaDriverEntryPointSuccess)
+    return nullptr;
+  return reinterpret_cast<MemcpyDtoH*>(fn);
+}
+
+TEST_F(TracerTest, DriverMemcpyDtoH) {
+  MemcpyDtoH* const memcpy_dtoh = driver_memcpy_dtoh();
+  ASSERT_NE(memcpy_dtoh, nullptr);
   std::vector<char> host(256);
   {
     Phase phase("driver");
-    ASSERT_EQ(reinterpret_cast<MemcpyDtoH*>(fn)(host.data(), reinterpret_cast<CUdeviceptr>(device_), 256),
-              CUDA_SUCCESS);
+    ASSERT_EQ(memcpy_dtoh(host.data(), reinterpret_cast<CUdeviceptr>(device_), 256), CUDA_SUCCESS);
   }
   const PhaseCounters c = only_phase("driver");
   EXPECT_EQ(c.d2h_bulk, 1u);
@@ -368,6 +377,83 @@ TEST_F(TracerTest, CopyInsideAGraphIsAttributedToTheLaunch) {
   EXPECT_EQ(p.d2h_sites[0].api, "cudaGraphLaunch");
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
+}
+
+// Every call's entry leaves the tracer once its record arrives (a runtime copy files two ids:
+// its own and its driver call's; both must go), so a loop of copies, memsets and graph launches
+// with a copy node leaves nothing behind once a snapshot has flushed the records.
+TEST_F(TracerTest, MatchedCallsLeaveNothingPending) {
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  CUDA_OK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+  CUDA_OK(cudaMemcpyAsync(pinned_ + 64, device_, 8, cudaMemcpyDeviceToHost, stream_));
+  CUDA_OK(cudaStreamEndCapture(stream_, &graph));
+  CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+  CUDA_OK(cudaDeviceSynchronize());
+  Tracer::instance().reset();
+  ASSERT_EQ(Tracer::instance().pending_calls(), 0u);
+  constexpr unsigned kCalls = 500;
+  MemcpyDtoH* const memcpy_dtoh = driver_memcpy_dtoh();
+  ASSERT_NE(memcpy_dtoh, nullptr);
+  {
+    Phase phase("loop");
+    for (unsigned i = 0; i < kCalls; ++i) {
+      CUDA_OK(cudaMemcpyAsync(pinned_, device_, 4, cudaMemcpyDeviceToHost, stream_));
+      CUDA_OK(cudaMemsetAsync(device_ + 128, 0, 16, stream_));
+      CUDA_OK(cudaGraphLaunch(exec, stream_));
+    }
+    ASSERT_EQ(memcpy_dtoh(pinned_ + 32, reinterpret_cast<CUdeviceptr>(device_), 4), CUDA_SUCCESS);
+    CUDA_OK(cudaStreamSynchronize(stream_));
+  }
+  const PhaseCounters c = only_phase("loop");
+  EXPECT_EQ(c.d2h_scalar, 2 * kCalls + 1);
+  EXPECT_EQ(c.memsets, kCalls);
+  EXPECT_EQ(Tracer::instance().pending_calls(), 0u) << "calls whose records came still wait";
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+}
+
+// A graph without copy or memset nodes never yields a record: its launches must not pile up
+// (a training run replays such graphs millions of times under the audit). The tracer forgets
+// them oldest first past its bound, and a copy launched after them still finds its phase.
+TEST_F(TracerTest, GraphLaunchesWithoutRecordsDoNotPileUp) {
+  constexpr std::size_t kBoundIds = std::size_t{1} << 16;  // kMaxPendingGraphLaunches, tracer.cpp
+  constexpr int kLaunches = 80000;                          // 160000 ids: well past the bound
+  cudaGraph_t kernel_graph, copy_graph;
+  cudaGraphExec_t kernel_exec, copy_exec;
+  CUDA_OK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+  fill<<<1, 32, 0, stream_>>>(reinterpret_cast<float*>(device_), 32, 1.0f);
+  CUDA_OK(cudaStreamEndCapture(stream_, &kernel_graph));
+  CUDA_OK(cudaGraphInstantiate(&kernel_exec, kernel_graph, 0));
+  CUDA_OK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+  CUDA_OK(cudaMemcpyAsync(pinned_, device_, 8, cudaMemcpyDeviceToHost, stream_));
+  CUDA_OK(cudaStreamEndCapture(stream_, &copy_graph));
+  CUDA_OK(cudaGraphInstantiate(&copy_exec, copy_graph, 0));
+  CUDA_OK(cudaDeviceSynchronize());
+  Tracer::instance().reset();
+  {
+    Phase phase("replays");
+    for (int i = 0; i < kLaunches; ++i) {
+      CUDA_OK(cudaGraphLaunch(kernel_exec, stream_));
+      if (i % 4096 == 0) CUDA_OK(cudaStreamSynchronize(stream_));  // a bounded queue
+    }
+    EXPECT_LE(Tracer::instance().pending_calls(), kBoundIds);
+    EXPECT_GT(Tracer::instance().pending_calls(), 0u) << "graph launches are not tracked at all";
+    CUDA_OK(cudaGraphLaunch(copy_exec, stream_));
+    CUDA_OK(cudaStreamSynchronize(stream_));
+  }
+  const AuditReport report = Tracer::instance().snapshot();
+  const PhaseReport* replays = report.find("replays");
+  ASSERT_NE(replays, nullptr) << format_table(report);
+  EXPECT_EQ(replays->counters.d2h_scalar, 1u) << format_table(report);
+  EXPECT_EQ(replays->counters.sync_stream, static_cast<std::uint64_t>(kLaunches / 4096 + 2));
+  for (const std::string& note : report.notes)
+    EXPECT_EQ(note.find("matched no traced API call"), std::string::npos) << note;
+  EXPECT_LE(Tracer::instance().pending_calls(), kBoundIds);
+  cudaGraphExecDestroy(copy_exec);
+  cudaGraphDestroy(copy_graph);
+  cudaGraphExecDestroy(kernel_exec);
+  cudaGraphDestroy(kernel_graph);
 }
 
 // Not inlined, with external linkage: the violation must name it.
