@@ -10,7 +10,10 @@
 //   issued it (runtime and driver callbacks on every memcpy/memset/graph-launch entry point),
 //   and so to the phase active on the issuing thread when the call was made, never to the
 //   phase active when the record arrives. A copy inside a graph is attributed to the
-//   cudaGraphLaunch that ran it.
+//   cudaGraphLaunch that ran it. Memory stays bounded over long runs: a call is forgotten at
+//   its first record, and a graph launch (most graphs have no copy node, so never yield one)
+//   after 2^16 later graph-launch ids; a record arriving later than that is attributed by
+//   timestamp, and the report says how many were.
 // - Synchronizations: counted at the API (callbacks), by kind: device (cudaDeviceSynchronize,
 //   cuCtxSynchronize), stream, event; "implicit" counts host<->device copies issued by a
 //   blocking API (cudaMemcpy, cudaMemcpy2D, cudaMemcpyFromSymbol, cuMemcpyDtoH, ...) and
