@@ -343,19 +343,30 @@ __device__ inline float warp_output_dots(const float* a, const float* w, int in,
   return mine;
 }
 
-// For a head phase, one warp per row: dz[c] = (sum_o dy[o] w[o * in + c]) * f'(z[c]) for c < in
-// (lanes strided; o ascending), dy [out] in shared memory written before a __syncwarp.
+// For a head phase: dz[c] = (sum_o dy[o] w[o * in + c]) * f'(z[c]) for the columns c = first,
+// first + stride, ... < in of one row, each the same operations (fmaf over o ascending from 0,
+// then one product) whichever thread takes it. dy [out] in shared memory, written before a
+// barrier of the threads that share the row.
 template <ActivationKind Kind>
-__device__ inline void warp_head_backward(float* dz, const float* dy, const float* w,
-                                          const float* z, int in, int out, const Activation& f) {
+__device__ inline void head_backward_columns(float* dz, const float* dy, const float* w,
+                                             const float* z, int in, int out, const Activation& f,
+                                             int first, int stride) {
 #pragma unroll 8
-  for (int c = threadIdx.x % 32; c < in; c += 32) {
+  for (int c = first; c < in; c += stride) {
     const float derivative = activation_math::derivative<Kind>(z[c], f);
     float sum = 0.0f;
 #pragma unroll 4
     for (int o = 0; o < out; ++o) sum = fmaf(dy[o], w[static_cast<std::size_t>(o) * in + c], sum);
     dz[c] = sum * derivative;
   }
+}
+
+// For a head phase, one warp per row: head_backward_columns over the row (lanes strided), dy
+// written before a __syncwarp.
+template <ActivationKind Kind>
+__device__ inline void warp_head_backward(float* dz, const float* dy, const float* w,
+                                          const float* z, int in, int out, const Activation& f) {
+  head_backward_columns<Kind>(dz, dy, w, z, in, out, f, threadIdx.x % 32, 32);
 }
 
 // The end of a head tile: each warp's lane 0 gives its row's loss term; thread 0 sums the
@@ -446,16 +457,17 @@ __device__ float backward_and_optimizer(Chunks& s, cooperative_groups::grid_grou
   return optimizer_phase(opt, norm_partials, first, temp, factors);
 }
 
-// The end of the kernel, after the optimizer phase: block 0's thread 0 writes the loss (the
-// head's loss_partials [head_tiles] summed in order, divided by `divisor` in double), the norm,
-// the advanced step and the clip scale 1; with the phase clock on, block 0's last reading.
-__device__ inline void finish_step(const FusedStepScratch& scratch, float* loss, double divisor,
-                                   int head_tiles, const FusedStepOptimizer& opt,
-                                   std::uint64_t step, float norm, PhaseClock& clock) {
+// The end of the kernel, after the optimizer phase, given the sum of the loss terms (`loss_sum`,
+// read in block 0's thread 0 only): that thread writes the loss (loss_sum / divisor in double),
+// the norm, the advanced step and the clip scale 1; with the phase clock on, block 0's last
+// reading.
+__device__ inline void finish_step_with_loss_sum(const FusedStepScratch& scratch, float* loss,
+                                                 float loss_sum, double divisor,
+                                                 const FusedStepOptimizer& opt,
+                                                 std::uint64_t step, float norm,
+                                                 PhaseClock& clock) {
   if (blockIdx.x == 0 && threadIdx.x == 0) {
-    float total = 0.0f;
-    for (int t = 0; t < head_tiles; ++t) total += scratch.loss_partials[t];
-    *loss = static_cast<float>(static_cast<double>(total) / divisor);
+    *loss = static_cast<float>(static_cast<double>(loss_sum) / divisor);
     *opt.norm = norm;
     *opt.step = step + 1;
     if (opt.grad_scale != nullptr) *opt.grad_scale = 1.0f;
@@ -464,6 +476,17 @@ __device__ inline void finish_step(const FusedStepScratch& scratch, float* loss,
     __syncthreads();
     clock.mark();
   }
+}
+
+// finish_step_with_loss_sum with the loss sum taken by block 0's thread 0: the head's
+// loss_partials [head_tiles] summed in order.
+__device__ inline void finish_step(const FusedStepScratch& scratch, float* loss, double divisor,
+                                   int head_tiles, const FusedStepOptimizer& opt,
+                                   std::uint64_t step, float norm, PhaseClock& clock) {
+  float total = 0.0f;
+  if (blockIdx.x == 0 && threadIdx.x == 0)
+    for (int t = 0; t < head_tiles; ++t) total += scratch.loss_partials[t];
+  finish_step_with_loss_sum(scratch, loss, total, divisor, opt, step, norm, clock);
 }
 
 // ----- host side (launchers)

@@ -37,7 +37,7 @@ struct FusedStepScratch {
   float* pre_activations[kFusedStepMaxLayers - 1] = {};  // z_l [batch, widths[l + 1]], hidden l
   float* activations[kFusedStepMaxLayers - 1] = {};      // a_l = f(z_l), same shapes
   float* d_pre_activations[kFusedStepMaxLayers] = {};    // dL/dz_l [batch, widths[l + 1]], all l
-  float* loss_partials = nullptr;   // [fused_step_loss_partials(batch)]
+  float* loss_partials = nullptr;   // [fused_step_loss_partials(batch)] (DQN: its own count)
   double* norm_partials = nullptr;  // [grid]: one per block
   // Diagnostics (null: off): [2 * layers + 1] %globaltimer readings (ns) of block 0 at the start
   // and after each grid barrier and the optimizer phase: the phases' durations (each with the
@@ -72,7 +72,8 @@ bool fused_step_supports(std::span<const std::size_t> widths) noexcept;
 // path when it is false.
 bool fused_step_device_ok();
 
-// Floats of the loss partials for `batch` rows (one per 8-row tile of the output head).
+// Floats of the loss partials for `batch` rows (one per 8-row tile of the output head) of this
+// step; the fused DQN step's: dqn_fused_step_loss_partials (kernels/rl/dqn/dqn_train_step_fused.h).
 std::size_t fused_step_loss_partials(std::size_t batch) noexcept;
 
 // The grid a launch uses: as many blocks as the largest phase has tiles, at most as many as are

@@ -2,15 +2,26 @@
 // kThreads-thread blocks, phases separated by grid barriers (kernels/nn/fused_step_phases.cuh):
 //   forward l = 1 .. L-1  the online network's tiles over the 2B rows [states; next_states] and
 //                         the target network's over the B next states, in one phase
-//   head                  8-row tiles, one warp per row: Q(s), Q(s') and Q_target(s') (lane o
-//                         holds action o), the double-DQN target, TD error and Huber terms by
-//                         lane 0 with dqn_loss_head's operations, dL/dq, the tile's loss partial,
-//                         and dz_{L-1} = (dL/dq W_L) f'(z_{L-1}) of the states' rows
+//   head                  2-row tiles (B / 2 of them: at B = 256 one per block), four warps per
+//                         row: Q(s), Q(s') and Q_target(s') on three warps at once (lane o holds
+//                         action o), then the double-DQN target, TD error and Huber terms by
+//                         lane 0 of the row's first warp with dqn_loss_head's operations, dL/dq,
+//                         and dz_{L-1} = (dL/dq W_L) f'(z_{L-1}) of the states' row over the
+//                         row's four warps; thread 0 writes the tile's loss partial
 //   backward l = L-1 .. 1 the online network over the B states (backward_phases)
 //   optimizer             norm, clip and AdamW over the online slab (optimizer_phase), then, on an
 //                         update step, the target params of the same elements (each thread
 //                         reads back the online params it just wrote); block 0 writes the loss
-//                         (tile partials in order, / B in double), the norm, step + 1, scale 1.
+//                         (its warp 0 sums the tile partials in warp_loss_sum's fixed order;
+//                         / B in double), the norm, step + 1, scale 1.
+// Per row, the head's values do not depend on the tiling: each Q vector is one warp's
+// warp_output_dots (lane-strided fmaf sums, the shuffle tree) plus the bias, the target / TD /
+// Huber / dL/dq operations are one thread's, and each dz_{L-1} element is head_backward_columns'
+// fmaf chain over the actions whichever thread takes it. So TD errors, dL/dq and dz_{L-1} are bit
+// for bit those of a one-warp-per-row head (the 8-row tiles this file had before), and with them
+// every gradient, the norm for a given grid, and the params. Only the loss's grouping depends on
+// the tiling (2-row partials, summed by warp_loss_sum): deterministic, not the 8-row grouping's
+// bits. The grid (dqn_fused_step_grid) counts the B / 2 head tiles among the phases' tiles.
 #include "kernels/rl/dqn/dqn_train_step_fused.h"
 
 #include <cooperative_groups.h>
@@ -46,56 +57,75 @@ struct Args {
   float grad_scale;  // 1 / B, rounded once from fp64
 };
 
-// Q-values of one head row, per warp: [0] Q(s), [1] Q(s'), [2] Q_target(s').
-using HeadRows = float[kHeadRows][3][kMaxOut];
+// The head phase's tiling: kDqnHeadRows rows per tile (block), each row on kHeadRowThreads
+// threads (warps 4 r .. 4 r + 3 for row r of the tile). Warp k < 3 of a row computes one of its
+// three Q vectors; lane 0 of its warp 0 the target, TD error and Huber terms; all four warps its
+// dz_{L-1}.
+constexpr int kDqnHeadRows = 2;
+constexpr int kHeadRowThreads = kThreads / kDqnHeadRows;
+constexpr int kHeadQs = 3;  // Q(s), Q(s'), Q_target(s')
+static_assert(kThreads % kDqnHeadRows == 0 && kHeadRowThreads % 32 == 0 &&
+                  kHeadRowThreads / 32 >= kHeadQs,
+              "a head row needs whole warps, one per Q vector");
 
+// The head tile's shared values.
+struct HeadShared {
+  float q[kDqnHeadRows][kHeadQs][kMaxOut];  // per row: [0] Q(s), [1] Q(s'), [2] Q_target(s')
+  float dy[kDqnHeadRows][kMaxOut];          // per row: dL/dq
+  float loss[kDqnHeadRows];                 // per row: w huber(Q(s, a) - target); 0 past B
+};
+
+// Head tile t: rows kDqnHeadRows t + r (r < kDqnHeadRows, those < B). The three Q vectors of a row
+// by warp_output_dots on three warps at once (each the dot products and bias add of the one-warp
+// head, in its order), exchanged through shared memory; then lane 0 of the row's first warp takes
+// the double-DQN target, TD error, loss term and dL/dq[a] with dqn_loss_head's operations; then
+// the row's 128 threads take dz_{L-1} = (dL/dq W_L) f'(z_{L-1}) by head_backward_columns (each
+// column the same operations whichever thread takes it). Thread 0 writes the tile's loss partial
+// (its rows' terms in order). Every thread of the block calls it.
 template <ActivationKind Kind>
-__device__ void dqn_head_tile(const Args& p, int t, HeadRows& q_rows,
-                              float (*head_dy)[kMaxOut], float* head_loss) {
+__device__ void dqn_head_tile(const Args& p, int t, HeadShared& s) {
   const int L = static_cast<int>(p.online.layers);
   const int in = static_cast<int>(p.online.widths[L - 1]);
   const int actions = static_cast<int>(p.online.widths[L]);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int row = t * kHeadRows + warp;
+  const int slot = threadIdx.x / kHeadRowThreads;           // the row's place in the tile
+  const int row_warp = threadIdx.x % kHeadRowThreads / 32;  // warp-uniform, as slot
+  const int lane = threadIdx.x % 32;
+  const int row = t * kDqnHeadRows + slot;
+  const bool live = row < p.rows;
+  const std::size_t base = static_cast<std::size_t>(row) * in;
   const float* w = p.online.weights[L - 1];
-  float row_loss = 0.0f;
-  if (row < p.rows) {
-    float online_bias = 0.0f, target_bias = 0.0f;
-    if (lane < actions) {
-      online_bias = p.online.biases[L - 1][lane];
-      target_bias = p.target.network.biases[L - 1][lane];
-    }
-    std::int32_t action = 0;
-    float reward = 0.0f, weight = 1.0f;
-    std::uint8_t done = 0;
-    if (lane == 0) {
-      action = p.batch.actions[row];
-      reward = p.batch.rewards[row];
-      done = p.batch.dones[row];
-      if (p.batch.is_weights != nullptr) weight = p.batch.is_weights[row];
-    }
-    const std::size_t base = static_cast<std::size_t>(row) * in;
-    const float* online_a = p.online_scratch.activations[L - 2];
-    const float q = warp_output_dots(online_a + base, w, in, actions) + online_bias;
-    const float q_next = warp_output_dots(online_a + static_cast<std::size_t>(p.rows) * in + base,
-                                          w, in, actions) + online_bias;
-    const float q_target = warp_output_dots(p.target.scratch.activations[L - 2] + base,
-                                            p.target.network.weights[L - 1], in, actions) +
-                           target_bias;
-    if (lane < actions) {
-      q_rows[warp][0][lane] = q;
-      q_rows[warp][1][lane] = q_next;
-      q_rows[warp][2][lane] = q_target;
-    }
-    __syncwarp();
-    float grad = 0.0f;
+  std::int32_t action = 0;
+  float reward = 0.0f, weight = 1.0f;
+  std::uint8_t done = 0;
+  if (live && row_warp == 0 && lane == 0) {  // in flight during the dot products
+    action = p.batch.actions[row];
+    reward = p.batch.rewards[row];
+    done = p.batch.dones[row];
+    if (p.batch.is_weights != nullptr) weight = p.batch.is_weights[row];
+  }
+  __syncthreads();  // the block's previous tile no longer reads s
+  if (live && row_warp < kHeadQs) {
+    const bool target_net = row_warp == 2;  // else online: the states (0) or next states (1)
+    const float* a = target_net ? p.target.scratch.activations[L - 2] + base
+                                : p.online_scratch.activations[L - 2] + base +
+                                      (row_warp == 1 ? static_cast<std::size_t>(p.rows) * in : 0);
+    const float* weights = target_net ? p.target.network.weights[L - 1] : w;
+    const float* biases = target_net ? p.target.network.biases[L - 1] : p.online.biases[L - 1];
+    const float bias = lane < actions ? biases[lane] : 0.0f;
+    const float q = warp_output_dots(a, weights, in, actions) + bias;
+    if (lane < actions) s.q[slot][row_warp][lane] = q;
+  }
+  __syncthreads();
+  if (row_warp == 0) {
+    float grad = 0.0f, row_loss = 0.0f;
     int taken = -1;
-    if (lane == 0) {
-      const std::size_t best = greedy_action(q_rows[warp][1], static_cast<std::size_t>(actions));
-      const float bootstrap = done != 0 ? 0.0f : __fmul_rn(p.c.discount, q_rows[warp][2][best]);
+    if (live && lane == 0) {
+      const float(&q)[kHeadQs][kMaxOut] = s.q[slot];
+      const std::size_t best = greedy_action(q[1], static_cast<std::size_t>(actions));
+      const float bootstrap = done != 0 ? 0.0f : __fmul_rn(p.c.discount, q[2][best]);
       const float target = __fadd_rn(__fmul_rn(p.c.reward_scale, reward), bootstrap);
       const bool valid = action >= 0 && action < actions;
-      const float q_taken = valid ? q_rows[warp][0][action] : __int_as_float(0x7fc00000);
+      const float q_taken = valid ? q[0][action] : __int_as_float(0x7fc00000);
       p.out.td_errors[row] = __fsub_rn(target, q_taken);
       const float d = q_taken - target;
       row_loss = weight * huber::value(d, p.c.delta);
@@ -103,19 +133,37 @@ __device__ void dqn_head_tile(const Args& p, int t, HeadRows& q_rows,
       grad = scale * huber::derivative(d, p.c.delta);
       taken = valid ? action : -1;
     }
+    if (lane == 0) s.loss[slot] = row_loss;
     grad = __shfl_sync(0xffffffffu, grad, 0);
     taken = __shfl_sync(0xffffffffu, taken, 0);
-    if (lane < actions) {
+    if (live && lane < actions) {
       const float g = lane == taken ? grad : 0.0f;
       p.online_scratch.d_pre_activations[L - 1][static_cast<std::size_t>(row) * actions + lane] = g;
-      head_dy[warp][lane] = g;
+      s.dy[slot][lane] = g;
     }
-    __syncwarp();
-    warp_head_backward<Kind>(p.online_scratch.d_pre_activations[L - 2] + base, head_dy[warp], w,
-                             p.online_scratch.pre_activations[L - 2] + base, in, actions,
-                             p.online.hidden_activation);
   }
-  finish_head_tile(row_loss, head_loss, p.online_scratch.loss_partials, t);  // then q_rows is free
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float sum = 0.0f;
+    for (int r = 0; r < kDqnHeadRows; ++r) sum += s.loss[r];
+    p.online_scratch.loss_partials[t] = sum;
+  }
+  if (live)
+    head_backward_columns<Kind>(p.online_scratch.d_pre_activations[L - 2] + base, s.dy[slot], w,
+                                p.online_scratch.pre_activations[L - 2] + base, in, actions,
+                                p.online.hidden_activation, threadIdx.x % kHeadRowThreads,
+                                kHeadRowThreads);
+}
+
+// The sum of the head's loss partials [count] in a fixed order, by one warp: lane l adds partials
+// l, l + 32, l + 64, ... in turn (its loads in flight together), then a shuffle tree (offsets 16,
+// 8, 4, 2, 1) adds the lanes' sums. Valid in lane 0; all 32 lanes call it.
+__device__ float warp_loss_sum(const float* partials, int count) {
+  float sum = 0.0f;
+#pragma unroll 4
+  for (int i = threadIdx.x % 32; i < count; i += 32) sum += partials[i];
+  for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_down_sync(0xffffffffu, sum, offset);
+  return sum;
 }
 
 // The target params of this thread's AdamW share (update_range's elements), from the online
@@ -142,9 +190,7 @@ template <ActivationKind Kind>
 __global__ void __launch_bounds__(kThreads) dqn_train_step_fused(const __grid_constant__ Args p) {
   begin_after_prior_kernel();
   __shared__ Chunks chunks;
-  __shared__ HeadRows q_rows;
-  __shared__ float head_dy[kHeadRows][kMaxOut];
-  __shared__ float head_loss[kHeadRows];
+  __shared__ HeadShared head;
   __shared__ BlockSum::TempStorage reduce_temp;
   __shared__ adamw_detail::StepFactors factors;
   cg::grid_group grid = cg::this_grid();
@@ -171,9 +217,8 @@ __global__ void __launch_bounds__(kThreads) dqn_train_step_fused(const __grid_co
     grid.sync();
     clock.mark();
   }
-  const int head_tiles = (p.rows + kHeadRows - 1) / kHeadRows;
-  for (int t = blockIdx.x; t < head_tiles; t += gridDim.x)
-    dqn_head_tile<Kind>(p, t, q_rows, head_dy, head_loss);
+  const int head_tiles = (p.rows + kDqnHeadRows - 1) / kDqnHeadRows;
+  for (int t = blockIdx.x; t < head_tiles; t += gridDim.x) dqn_head_tile<Kind>(p, t, head);
   grid.sync();
   clock.mark();
 
@@ -182,8 +227,11 @@ __global__ void __launch_bounds__(kThreads) dqn_train_step_fused(const __grid_co
       backward_and_optimizer<Kind>(chunks, grid, online_states, p.opt,
                                    p.online_scratch.norm_partials, reduce_temp, factors, clock, first);
   if ((step + 1) % p.target.period == 0) update_target_share(p, first.index);
-  finish_step(p.online_scratch, p.out.loss, static_cast<double>(p.rows), head_tiles, p.opt, step,
-              norm, clock);
+  float loss_sum = 0.0f;
+  if (blockIdx.x == 0 && threadIdx.x < 32)
+    loss_sum = warp_loss_sum(p.online_scratch.loss_partials, head_tiles);
+  finish_step_with_loss_sum(p.online_scratch, p.out.loss, loss_sum, static_cast<double>(p.rows),
+                            p.opt, step, norm, clock);
 }
 
 template <typename Launch>
@@ -193,15 +241,23 @@ void with_kernel(const Activation& activation, const char* op, Launch&& launch) 
   });
 }
 
+std::size_t dqn_head_tiles_on_host(std::size_t batch) {
+  return ceil_div(std::max<std::size_t>(batch, 1), kDqnHeadRows);
+}
+
 // The most tiles any phase hands out.
 std::size_t max_phase_tiles(std::span<const std::size_t> w, std::size_t batch) {
-  std::size_t most = std::max(head_tiles_on_host(batch), most_backward_tiles(w, batch));
+  std::size_t most = std::max(dqn_head_tiles_on_host(batch), most_backward_tiles(w, batch));
   for (std::size_t l = 1; l + 1 < w.size(); ++l)
     most = std::max(most, tiles_on_host(2 * batch, w[l]) + tiles_on_host(batch, w[l]));
   return most;
 }
 
 }  // namespace
+
+std::size_t dqn_fused_step_loss_partials(std::size_t batch) noexcept {
+  return dqn_head_tiles_on_host(batch);
+}
 
 unsigned dqn_fused_step_grid(std::span<const std::size_t> widths, std::size_t batch,
                              const Activation& hidden_activation) {

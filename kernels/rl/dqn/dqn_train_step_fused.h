@@ -43,6 +43,10 @@ struct DqnFusedConstants {
   float delta = 1.0f;  // Huber threshold, finite and > 0
 };
 
+// Floats of the loss partials of a step on B rows (online_scratch.loss_partials): one per 2-row
+// tile of the head phase.
+std::size_t dqn_fused_step_loss_partials(std::size_t batch) noexcept;
+
 // The grid of a launch for these widths ({obs, hidden..., A}: fused_step_supports) and batch B
 // (setup: device queries only). Throws like fused_step_grid.
 unsigned dqn_fused_step_grid(std::span<const std::size_t> widths, std::size_t batch,
@@ -58,7 +62,7 @@ unsigned dqn_fused_step_grid(std::span<const std::size_t> widths, std::size_t ba
 // (step + 1) % period == 0, every target param t of the slab becomes updated_target(t, p, tau)
 // with p the online param after AdamW (kernels/rl/dqn/target_update.h's update). online_scratch:
 // pre_activations and activations [2B, hidden], d_pre_activations [B, widths[l + 1]] (the last is
-// dL/dq), loss partials [fused_step_loss_partials(B)], norm partials [grid]. Results equal the
+// dL/dq), loss partials [dqn_fused_step_loss_partials(B)], norm partials [grid]. Results equal the
 // separate kernels' to rounding (every sum in a fixed order: reproducible for a given grid).
 // Graph-capturable; throws resident::Error naming the value and the limit on invalid arguments.
 void launch_dqn_train_step_fused(const DqnFusedOutputs& out, const FusedStepMlp& online,

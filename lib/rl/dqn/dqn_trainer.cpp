@@ -274,7 +274,7 @@ void DqnTrainer::set_up_fused_step(const std::vector<std::size_t>& widths) {
       fused_target_.scratch.activations[l] = scratch(b_ * widths[l + 1]);
     }
   }
-  fused_online_scratch_.loss_partials = scratch(kernels::fused_step_loss_partials(b_));
+  fused_online_scratch_.loss_partials = scratch(kd::dqn_fused_step_loss_partials(b_));
   const unsigned grid = kd::dqn_fused_step_grid(widths, b_, mc.hidden_activation);
   fused_norm_partials_ = DeviceBuffer<double>(grid);
   fused_online_scratch_.norm_partials = fused_norm_partials_.data();

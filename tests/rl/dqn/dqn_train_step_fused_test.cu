@@ -4,8 +4,13 @@
 // bench's 256 x (64-256-256-3) with Polyak updates, CartPole's 128 x (4-64-64-2) with a hard copy
 // every second step and most rows on Huber's linear branch, and 37 x (5-33-7) (two layers, tanh,
 // no IS weights, clipped, on 3 blocks so that every block takes several tiles and optimizer
-// groups, two rows with invalid actions: NaN TD error and loss, zero gradient). Checked at each
-// step: TD errors and the loss against the reference forward of both networks and the double-DQN
+// groups, two rows with invalid actions: NaN TD error and loss, zero gradient), and the head
+// phase's tiling edges (2-row tiles): one row (more blocks than rows), 6 rows of 32 actions on 2
+// blocks with an invalid action in the second row of a block's second tile, and the trainer's
+// largest batch (1024 rows: more head tiles than blocks). Checked at each step: TD errors, dL/dq
+// and (ReLU) dz_{L-1} bit for bit against a CPU emulation of the head's order (warp_output_dots,
+// the target / TD operations, head_backward_columns) from the step's own activations; TD errors
+// and the loss against the reference forward of both networks and the double-DQN
 // target / TD error / weighted Huber references; every online gradient against the reference
 // backward of d loss / dQ; the norm, params, m and v against the reference's clip + AdamW on
 // the GPU's gradients, and the clip scale left at 1; the target params against the reference
@@ -16,6 +21,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
+#include <bit>
 #include <cmath>
 #include <cstdio>
 #include <cstdint>
@@ -84,6 +91,113 @@ kernels::FusedStepMlp network_view(MlpRig& rig) {
   return view;
 }
 
+// warp_output_dots's order (kernels/nn/fused_step_phases.cuh) for one output: lane l sums
+// a[k] w[k] over k = l, l + 32, ... by fmaf; then the shuffle tree (offsets 16, 8, 4, 2, 1: lane i
+// adds lane i + offset's sum, its own past lane 31) leaves the total in lane 0.
+float warp_dot_in_order(const float* a, const float* w, std::size_t in) {
+  std::array<float, 32> lanes{};
+  for (std::size_t l = 0; l < 32; ++l)
+    for (std::size_t k = l; k < in; k += 32) lanes[l] = std::fmaf(a[k], w[k], lanes[l]);
+  for (std::size_t offset = 16; offset > 0; offset /= 2) {
+    const std::array<float, 32> before = lanes;
+    for (std::size_t i = 0; i < 32; ++i)
+      lanes[i] = before[i] + (i + offset < 32 ? before[i + offset] : before[i]);
+  }
+  return lanes[0];
+}
+
+// The head's per-row outputs as the kernel computes them, in fp32 with its operations in its
+// order: Q vectors by warp_dot_in_order plus the bias; the double-DQN target, TD error and
+// dL/dq (kernels/rl/dqn/dqn_train_step_fused.cu, dqn_loss_head's operations); dz_{L-1} by
+// head_backward_columns' fmaf chain over the actions times relu'(z) (ReLU only: other kinds' f'
+// are not reproducible on the CPU; dz is then left empty).
+struct HeadBits {
+  std::vector<float> td, dq, dz;
+};
+
+struct HeadInputs {
+  std::size_t b, in, actions;
+  const std::vector<float>& online_a;  // [2B, in]: the states' rows, then the next states'
+  const std::vector<float>& target_a;  // [B, in]: the next states'
+  const std::vector<float>& online_z;  // [2B, in]
+  const std::vector<float>& online_w;  // W_L [A, in], b_L [A] of the online network
+  const std::vector<float>& online_bias;
+  const std::vector<float>& target_w;
+  const std::vector<float>& target_bias;
+  const std::vector<std::int32_t>& actions_taken;
+  const std::vector<float>& rewards;
+  const std::vector<std::uint8_t>& dones;
+  const std::vector<float>* is_weights;  // null: 1
+  kd::DqnFusedConstants constants;
+  bool relu;
+};
+
+HeadBits emulate_head(const HeadInputs& h) {
+  HeadBits out{std::vector<float>(h.b), std::vector<float>(h.b * h.actions), {}};
+  if (h.relu) out.dz.resize(h.b * h.in);
+  const float grad_scale = static_cast<float>(1.0 / static_cast<double>(h.b));
+  std::vector<float> q(h.actions), q_next(h.actions), q_target(h.actions);
+  for (std::size_t r = 0; r < h.b; ++r) {
+    for (std::size_t o = 0; o < h.actions; ++o) {
+      const float* w = h.online_w.data() + o * h.in;
+      q[o] = warp_dot_in_order(h.online_a.data() + r * h.in, w, h.in) + h.online_bias[o];
+      q_next[o] =
+          warp_dot_in_order(h.online_a.data() + (h.b + r) * h.in, w, h.in) + h.online_bias[o];
+      q_target[o] = warp_dot_in_order(h.target_a.data() + r * h.in, h.target_w.data() + o * h.in,
+                                      h.in) + h.target_bias[o];
+    }
+    std::size_t best = 0;  // greedy_action: the first largest, NaN skipped
+    bool found = false;
+    for (std::size_t o = 0; o < h.actions; ++o)
+      if (q_next[o] == q_next[o] && (!found || q_next[o] > q_next[best])) {
+        best = o;
+        found = true;
+      }
+    const float bootstrap = h.dones[r] != 0 ? 0.0f : h.constants.discount * q_target[best];
+    const float scaled_reward = h.constants.reward_scale * h.rewards[r];
+    const float target = scaled_reward + bootstrap;
+    const std::int32_t action = h.actions_taken[r];
+    const bool valid = action >= 0 && static_cast<std::size_t>(action) < h.actions;
+    const float q_taken = valid ? q[static_cast<std::size_t>(action)]
+                                : std::numeric_limits<float>::quiet_NaN();
+    out.td[r] = target - q_taken;
+    const float d = q_taken - target;
+    const float delta = h.constants.delta;
+    const float clamped = d > delta ? delta : (d < -delta ? -delta : d);
+    const float scale = h.is_weights != nullptr ? grad_scale * (*h.is_weights)[r] : grad_scale;
+    const float grad = scale * clamped;
+    float* dq = out.dq.data() + r * h.actions;
+    for (std::size_t o = 0; o < h.actions; ++o)
+      dq[o] = valid && o == static_cast<std::size_t>(action) ? grad : 0.0f;
+    if (!h.relu) continue;
+    for (std::size_t c = 0; c < h.in; ++c) {
+      const float derivative = h.online_z[r * h.in + c] > 0.0f ? 1.0f : 0.0f;
+      float sum = 0.0f;
+      for (std::size_t o = 0; o < h.actions; ++o)
+        sum = std::fmaf(dq[o], h.online_w[o * h.in + c], sum);
+      out.dz[r * h.in + c] = sum * derivative;
+    }
+  }
+  return out;
+}
+
+// Bit for bit (a NaN matches any NaN); prints the count compared and the first difference.
+void expect_bits(const std::vector<float>& got, const std::vector<float>& want,
+                 const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  std::size_t differ = 0, first = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const bool same = (std::isnan(got[i]) && std::isnan(want[i])) ||
+                      std::bit_cast<std::uint32_t>(got[i]) == std::bit_cast<std::uint32_t>(want[i]);
+    if (!same && differ++ == 0) first = i;
+  }
+  EXPECT_EQ(differ, 0u) << what << ": first at " << first << ", gpu " << got[first] << " (0x"
+                        << std::hex << std::bit_cast<std::uint32_t>(got[first]) << "), emulated "
+                        << want[first] << " (0x" << std::bit_cast<std::uint32_t>(want[first])
+                        << ")" << std::dec;
+  std::printf("    %-22s %8zu values bit for bit, %zu differ\n", what.c_str(), got.size(), differ);
+}
+
 // The kernel's inputs for one case: online and target networks on their slabs (random
 // weights, non-zero biases; the two differ), scratch, views, the optimizer and the outputs.
 struct FusedDqnRig {
@@ -132,7 +246,7 @@ struct FusedDqnRig {
         target_view.scratch.activations[l] = scratch(b * c.widths[l + 1]);
       }
     }
-    online_scratch.loss_partials = scratch(kernels::fused_step_loss_partials(b));
+    online_scratch.loss_partials = scratch(kd::dqn_fused_step_loss_partials(b));
     grid = c.grid != 0 ? c.grid : kd::dqn_fused_step_grid(c.widths, b, mlp_config.hidden_activation);
     norm_partials = DeviceBuffer<double>(grid);
     online_scratch.norm_partials = norm_partials.data();
@@ -147,6 +261,13 @@ struct FusedDqnRig {
                  .norm = views.grad_norm, .grad_scale = views.clip_scale,
                  .max_norm = c.max_grad_norm, .constants = nn::adamw_constants(adamw, "test")};
     constants = {0.97f, 0.5f, c.delta};
+  }
+
+  // The scratch buffer at `data` (its blocking upload and download).
+  DeviceBuffer<float>& buffer_at(const float* data) {
+    for (DeviceBuffer<float>& buffer : buffers)
+      if (buffer.data() == data) return buffer;
+    throw Error("FusedDqnRig::buffer_at", "not a scratch buffer", "", __FILE__, __LINE__);
   }
 
   void launch(const DeviceBuffer<float>& states, const DeviceBuffer<std::int32_t>& acts,
@@ -223,9 +344,42 @@ TEST_P(DqnFusedStep, StepsMatchTheReferences) {
                            stream);
     d_td.upload(test::nn_support::nans(b));
     d_loss.upload(test::nn_support::nans(1));
+    const std::size_t in = c.widths[layers - 1];
+    DeviceBuffer<float>& d_dq = rig.buffer_at(rig.online_scratch.d_pre_activations[layers - 1]);
+    DeviceBuffer<float>& d_dz_head =  // dz_{L-1} [B, in]
+        rig.buffer_at(rig.online_scratch.d_pre_activations[layers - 2]);
+    d_dq.upload(test::nn_support::nans(b * actions));
+    d_dz_head.upload(test::nn_support::nans(b * in));
 
     rig.launch(d_states, d_actions, d_rewards, d_dones, c.is_weights ? d_weights.data() : nullptr);
     ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+
+    {  // The head's per-row outputs bit for bit, from the step's own activations.
+      std::size_t w_at = 0;  // W_L's offset in the flat layout: per layer the weight, the bias
+      for (std::size_t l = 0; l + 1 < layers; ++l)
+        w_at += c.widths[l] * c.widths[l + 1] + c.widths[l + 1];
+      const auto part = [](const std::vector<double>& flat, std::size_t at, std::size_t n) {
+        return std::vector<float>(flat.begin() + static_cast<std::ptrdiff_t>(at),
+                                  flat.begin() + static_cast<std::ptrdiff_t>(at + n));
+      };
+      const std::vector<float> online_w = part(online_before, w_at, actions * in);
+      const std::vector<float> online_bias = part(online_before, w_at + actions * in, actions);
+      const std::vector<float> target_w = part(target_before, w_at, actions * in);
+      const std::vector<float> target_bias = part(target_before, w_at + actions * in, actions);
+      const std::vector<float> online_a =
+          rig.buffer_at(rig.online_scratch.activations[layers - 2]).download();  // [2B, in]
+      const std::vector<float> online_z =
+          rig.buffer_at(rig.online_scratch.pre_activations[layers - 2]).download();
+      const std::vector<float> target_a =
+          rig.buffer_at(rig.target_view.scratch.activations[layers - 2]).download();  // [B, in]
+      const bool relu = c.activation == kernels::ActivationKind::Relu;
+      const HeadBits want = emulate_head(
+          {b, in, actions, online_a, target_a, online_z, online_w, online_bias, target_w,
+           target_bias, acts, rewards, dones, c.is_weights ? &weights : nullptr, constants, relu});
+      expect_bits(d_td.download(), want.td, "td errors (bits), " + at);
+      expect_bits(d_dq.download(), want.dq, "dL/dq (bits), " + at);
+      if (relu) expect_bits(d_dz_head.download(), want.dz, "dz_L-1 (bits), " + at);
+    }
 
     // The references from the parameters the step started from.
     const std::vector<double> s_d = to_double(states);
@@ -319,7 +473,13 @@ INSTANTIATE_TEST_SUITE_P(
         DqnCase{{4, 64, 64, 2}, 128, kernels::ActivationKind::Relu, true, 1.0f, 2, 10.0f, 0.05f,
                 0, false, "cartpole_hard_copy_every_2_linear_huber"},
         DqnCase{{5, 33, 7}, 37, kernels::ActivationKind::Tanh, false, 0.5f, 1, 0.01f, 0.5f, 3,
-                true, "two_layers_unweighted_clipped_3_blocks_invalid_actions"}),
+                true, "two_layers_unweighted_clipped_3_blocks_invalid_actions"},
+        DqnCase{{4, 64, 64, 2}, 1, kernels::ActivationKind::Relu, true, 1.0f, 1, 10.0f, 1.0f, 0,
+                false, "one_row_more_blocks_than_rows"},
+        DqnCase{{6, 40, 32}, 6, kernels::ActivationKind::Relu, true, 0.5f, 1, 10.0f, 0.5f, 2, true,
+                "six_rows_32_actions_2_blocks_invalid_action_in_a_second_tile_row"},
+        DqnCase{{8, 32, 32, 4}, 1024, kernels::ActivationKind::Relu, false, 1.0f, 3, 10.0f, 1.0f,
+                0, false, "trainer_max_batch_more_head_tiles_than_blocks"}),
     [](const ::testing::TestParamInfo<DqnCase>& info) { return std::string(info.param.name); });
 
 // The diagnostic phase clock at the DQN bench's shape (256 x 64-256-256-3, Polyak, IS weights):
@@ -359,6 +519,67 @@ TEST(DqnFusedStepPhases, ClockReadingsAreOrderedAndPrinted) {
       durations, {"forward 1 (online 2B + target B)", "forward 2 (online 2B + target B)",
                   "head (Q, targets, Huber, dz2)", "backward 2", "backward 1 + norm partials",
                   "optimizer + target update"});
+}
+
+// The CPU emulation of the head's order (the bit-for-bit oracle above) against the double-precision
+// references on random fp32 inputs, 37 rows x (in 70, 5 actions), IS weights, one done in three:
+// its Q vectors, targets, TD errors, dL/dq and dz_{L-1} agree to fp32 rounding (no GPU needed).
+TEST(DqnFusedStepHeadEmulation, AgreesWithTheDoublePrecisionReferences) {
+  const std::size_t b = 37, in = 70, actions = 5;
+  std::mt19937_64 rng(4242);
+  const std::vector<float> online_a = random_floats(2 * b * in, 0.0f, 1.0f, rng);
+  const std::vector<float> target_a = random_floats(b * in, 0.0f, 1.0f, rng);
+  const std::vector<float> online_z = random_floats(2 * b * in, -1.0f, 1.0f, rng);
+  const std::vector<float> online_w = random_floats(actions * in, -0.2f, 0.2f, rng);
+  const std::vector<float> online_bias = random_floats(actions, -0.2f, 0.2f, rng);
+  const std::vector<float> target_w = random_floats(actions * in, -0.2f, 0.2f, rng);
+  const std::vector<float> target_bias = random_floats(actions, -0.2f, 0.2f, rng);
+  const std::vector<float> rewards = random_floats(b, -1.0f, 1.0f, rng);
+  const std::vector<float> weights = random_floats(b, 0.2f, 1.0f, rng);
+  std::vector<std::int32_t> acts(b);
+  std::vector<std::uint8_t> dones(b);
+  for (std::size_t i = 0; i < b; ++i) {
+    acts[i] = static_cast<std::int32_t>(rng() % actions);
+    dones[i] = (rng() % 3) == 0;
+  }
+  const kd::DqnFusedConstants constants{0.97f, 0.5f, 0.5f};
+  const HeadBits got = emulate_head({b, in, actions, online_a, target_a, online_z, online_w,
+                                     online_bias, target_w, target_bias, acts, rewards, dones,
+                                     &weights, constants, /*relu=*/true});
+
+  const auto q_of = [&](const std::vector<float>& a, std::size_t first_row,
+                        const std::vector<float>& w, const std::vector<float>& bias) {
+    std::vector<double> q(b * actions);
+    for (std::size_t r = 0; r < b; ++r)
+      for (std::size_t o = 0; o < actions; ++o) {
+        double sum = bias[o];
+        for (std::size_t k = 0; k < in; ++k)
+          sum += static_cast<double>(a[(first_row + r) * in + k]) * w[o * in + k];
+        q[r * actions + o] = sum;
+      }
+    return q;
+  };
+  const std::vector<double> q = q_of(online_a, 0, online_w, online_bias);
+  const std::vector<double> q_next = q_of(online_a, b, online_w, online_bias);
+  const std::vector<double> q_target = q_of(target_a, 0, target_w, target_bias);
+  const std::vector<double> targets = reference::dqn::double_dqn_target(
+      q_next, q_target, to_double(rewards), dones, actions, constants.discount,
+      constants.reward_scale);
+  const reference::dqn::TdError td = reference::dqn::td_error(q, acts, targets, actions);
+  std::vector<double> d_taken(b);
+  reference::huber_loss_backward(b, 1, td.q_taken, targets, to_double(weights), constants.delta,
+                                 1.0, d_taken, reference::GradMode::Overwrite);
+  const std::vector<double> d_q = reference::dqn::action_value_grad(d_taken, acts, actions);
+  std::vector<double> dz(b * in);
+  for (std::size_t r = 0; r < b; ++r)
+    for (std::size_t c = 0; c < in; ++c) {
+      double sum = 0.0;
+      for (std::size_t o = 0; o < actions; ++o) sum += d_q[r * actions + o] * online_w[o * in + c];
+      dz[r * in + c] = online_z[r * in + c] > 0.0f ? sum : 0.0;
+    }
+  expect_close(got.td, td.td, {1e-5, 1e-4}, "emulated td errors");
+  expect_close(got.dq, d_q, {1e-7, 1e-5}, "emulated dL/dq");
+  expect_close(got.dz, dz, {1e-7, 1e-4}, "emulated dz_L-1");
 }
 
 // Invalid DQN arguments are refused on the host, naming the value and the limit (no GPU needed).
