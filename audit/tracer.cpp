@@ -143,7 +143,9 @@ struct CallContext {
   // The correlation ids it waits under in State::pending: the runtime call's and those of the
   // driver calls it made. The first record to arrive forgets them all (a record carries the
   // driver call's id, and for a copy the runtime call's too, so the others would never match).
-  std::vector<std::uint32_t> correlations;
+  // Ids past the array's size are left to the bounds below.
+  std::array<std::uint32_t, 4> correlations{};
+  std::uint8_t correlation_count = 0;
 };
 using ContextPtr = std::shared_ptr<CallContext>;
 
@@ -221,7 +223,8 @@ class State {
   // Caller holds `mutex`. Files `ctx` under `correlation` until its first record arrives, or
   // until the queue of its kind passes its bound.
   void remember(std::uint32_t correlation, const ContextPtr& ctx, bool graph_launch) {
-    ctx->correlations.push_back(correlation);
+    if (ctx->correlation_count < ctx->correlations.size())
+      ctx->correlations[ctx->correlation_count++] = correlation;
     pending[correlation] = ctx;
     std::deque<std::uint32_t>& order = graph_launch ? pending_graph_launches : pending_transfers;
     const std::size_t bound = graph_launch ? kMaxPendingGraphLaunches : kMaxPendingTransfers;
@@ -235,7 +238,7 @@ class State {
   ContextPtr take_context(std::uint32_t correlation) {
     if (const auto it = pending.find(correlation); it != pending.end()) {
       ContextPtr ctx = it->second;
-      for (const std::uint32_t id : ctx->correlations) pending.erase(id);
+      for (std::uint8_t i = 0; i < ctx->correlation_count; ++i) pending.erase(ctx->correlations[i]);
       if (recent.size() < kRecentContexts) {
         recent.emplace_back(correlation, ctx);
       } else {
