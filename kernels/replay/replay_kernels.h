@@ -43,7 +43,7 @@ void launch_update_priorities(ReplayTreeView tree, ReplayCounters* counters,
 // %globaltimer readings of draw 0's lane 0 (kernels/core/phase_clock.cuh): entry, after the wait
 // for the prior kernel, after the mass (step, total, uniform), after each group's descent, after
 // the row copy (the draw's generation and weight with it), after the draw's outputs, and at the
-// end (the step's advance).
+// end (the step's advance, by the warp counted in last: rarely block 0's).
 void launch_sample_proportional(std::uint32_t* out_indices, std::uint32_t* out_generations,
                                 float* out_weights, SampledRowsView rows,
                                 ReplayStorageView storage, ReplayTreeView tree,

@@ -8,9 +8,11 @@
 // bit, and walks them in registers. IS weight: (P(i) / P_min)^-beta, P = p / total, P_min from
 // the min tree. The same warp copies the drawn row into `rows` (copy_row_by_warp), its loads in
 // flight with the draw's generation while lane 0 computes the weight (the leaf's priority comes
-// from the descent's registers). Outputs
-// [batch] overwritten; the device step advances by one once every block has read it (the last
-// block to finish advances it).
+// from the descent's registers). Outputs [batch] overwritten.
+// The device step advances by one once every draw has read it, off the draws' path: each block
+// has one more warp, the step warp, which waits at a named barrier until the block's draw warps
+// have read the step (they arrive without waiting), counts the block in (fence, atomic add), and
+// in the block counted last advances it; the draw warps never wait for it.
 #include "kernels/core/phase_clock.cuh"
 #include "kernels/core/programmatic_launch.cuh"
 #include "kernels/replay/gather_row.cuh"
@@ -22,7 +24,9 @@ namespace resident::kernels {
 
 namespace {
 
-constexpr int kWarpsPerBlock = 8;
+constexpr int kWarpsPerBlock = 8;                         // draw warps
+constexpr int kThreadsPerBlock = (kWarpsPerBlock + 1) * 32;  // and the step warp
+constexpr int kStepReadBarrier = 1;  // named barrier: the draw warps have read the step
 constexpr unsigned kFullMask = 0xffffffffu;
 
 // Descends R levels below `node` (R <= 5), updating node and mass as the binary descent would;
@@ -74,7 +78,7 @@ __device__ inline std::uint32_t find_prefix_sum(const ReplayTreeView& tree, doub
   return node - tree.leaves;
 }
 
-__global__ void __launch_bounds__(kWarpsPerBlock * 32)
+__global__ void __launch_bounds__(kThreadsPerBlock)
     sample_proportional(std::uint32_t* out_indices, std::uint32_t* out_generations,
                         float* out_weights, SampledRowsView rows, ReplayStorageView storage,
                         ReplayTreeView tree,
@@ -86,9 +90,30 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
   allow_next_kernel_to_start();
   wait_for_prior_kernel();  // launched after the insert or the gradient step (launch_after_prior)
   clock.mark();
-  const std::uint64_t step = counters->step;
   const int lane = static_cast<int>(threadIdx.x & 31u);
-  const std::uint32_t k = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32;
+  const std::uint32_t warp = threadIdx.x / 32;
+  // Lane 0 reads the step; the shuffle consumes the value, so the read is complete before this
+  // warp's barrier arrive (which also releases it).
+  std::uint64_t step = 0;
+  if (lane == 0) step = counters->step;
+  step = __shfl_sync(kFullMask, step, 0);
+  if (warp == kWarpsPerBlock) {  // the step warp
+    // Waits until the block's draw warps have read the step (bar.arrive releases their reads),
+    // then counts the block in; the block counted last advances the step.
+    asm volatile("bar.sync %0, %1;" ::"n"(kStepReadBarrier), "n"(kThreadsPerBlock) : "memory");
+    if (lane == 0) {
+      __threadfence();
+      const unsigned blocks_before = atomicAdd(&counters->sample_blocks_done, 1u);
+      if (blocks_before == gridDim.x - 1) {
+        __threadfence();
+        counters->sample_blocks_done = 0;
+        counters->step = step + 1;
+      }
+    }
+    return;
+  }
+  asm volatile("bar.arrive %0, %1;" ::"n"(kStepReadBarrier), "n"(kThreadsPerBlock) : "memory");
+  const std::uint32_t k = blockIdx.x * kWarpsPerBlock + warp;
   if (k < batch) {  // whole warps: k is uniform across the warp
     const double total = tree.sum[1];
     const double min_positive_total = tree.min_positive[1];
@@ -115,16 +140,6 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
       write_draw(out_indices, out_generations, out_weights, k, slot, generation, weight);
     clock.mark();
   }
-  // The last block to finish advances the step: every block has read it by then.
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    __threadfence();
-    const unsigned finished = atomicAdd(&counters->sample_blocks_done, 1u);
-    if (finished == gridDim.x - 1) {
-      counters->sample_blocks_done = 0;
-      counters->step = step + 1;
-    }
-  }
   clock.mark();
 }
 
@@ -139,7 +154,7 @@ void launch_sample_proportional(std::uint32_t* out_indices, std::uint32_t* out_g
                                 std::uint64_t* phase_times) {
   const NvtxRange range("replay/sample_proportional");
   const unsigned blocks = (batch + kWarpsPerBlock - 1) / kWarpsPerBlock;
-  launch_after_prior({dim3(blocks), dim3(kWarpsPerBlock * 32)}, stream, sample_proportional,
+  launch_after_prior({dim3(blocks), dim3(kThreadsPerBlock)}, stream, sample_proportional,
                      out_indices, out_generations, out_weights, rows, storage, tree,
                      generations_now, counters, uniforms, seed, batch, params, phase_times);
   RESIDENT_CHECK_LAUNCH("sample_proportional");

@@ -87,12 +87,17 @@ __global__ void __cluster_dims__(kClusterBlocks, 1, 1) __launch_bounds__(kThread
     double priority = 0.0;
     if (t < chunk) {
       slot = indices[e];
-      priority = priority_of(td_errors[e], params);
+      const float td_error = td_errors[e];
+      const std::uint32_t drawn_generation = generations[e];
+      // The slot's generation now, loaded before the pow so the two overlap (an index past the
+      // size loads slot 0's, unused: it is counted as bad).
+      const std::uint32_t generation_now = generations_now[slot < size ? slot : 0u];
+      priority = priority_of(td_error, params);
       if (!isfinite(priority))
         ++nonfinite;
       else if (slot >= size)
         ++bad;
-      else if (generations[e] != generations_now[slot])
+      else if (drawn_generation != generation_now)
         ++stale;
       else
         writable = true;

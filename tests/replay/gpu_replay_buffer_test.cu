@@ -151,6 +151,7 @@ TEST_P(GpuReplayMatchesCpu, SameDrawsWeightsRowsAndPriorities) {
   EXPECT_EQ(counters.size, cpu.size());
   EXPECT_EQ(counters.cursor, cpu.insert_position());
   EXPECT_EQ(counters.nonfinite + counters.stale + counters.bad_index, 0u);
+  EXPECT_EQ(counters.sample_blocks_done, 0u);  // every draw's block count reset for the next
   EXPECT_EQ(gpu.read_tree_sums()[1], cpu.total_priority());  // same layout, same additions
 }
 
