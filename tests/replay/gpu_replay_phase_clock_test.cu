@@ -92,7 +92,7 @@ std::vector<std::string> draw_phase_names() {
     names.push_back("descent to height " + std::to_string(kDepth - 5 * (g + 1)));
   names.insert(names.end(),
                {"row copy (+ generation, weight)", "outputs (index, generation, weight)",
-                "end (the step warp advances the step)"});
+                "end (the draw warp exits; its block's step warp advances the step)"});
   return names;
 }
 
