@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "audit/call_stack.h"
+#include "audit/cupti_check.h"
 
 namespace resident::audit {
 
@@ -119,17 +120,8 @@ ApiInfo classify_driver(const char* name) {
   return info;
 }
 
-std::string cupti_error_text(CUptiResult result) {
-  const char* text = nullptr;
-  if (cuptiGetResultString(result, &text) != CUPTI_SUCCESS || text == nullptr) return "CUPTI error";
-  return text;
-}
-
-void check_cupti(CUptiResult result, const char* call) {
-  if (result != CUPTI_SUCCESS)
-    throw AuditError(std::string("audit: ") + call + " failed with " + cupti_error_text(result));
-}
-#define AUDIT_CUPTI_CHECK(call) check_cupti((call), #call)
+using detail::check_cupti;
+using detail::cupti_error_text;
 
 // ---------------------------------------------------------------------------------------------
 // Per-call context joined to activity records by correlation id.
@@ -671,7 +663,7 @@ void Tracer::start(const TracerOptions& options) {
       throw AuditError(
           "audit: another CUPTI subscriber is active in this process (resident-audit's injection, "
           "Nsight Systems or Compute?); run without it to use the in-process tracer");
-    check_cupti(subscribed, "cuptiSubscribe");
+    check_cupti(subscribed, "cuptiSubscribe", __FILE__, __LINE__);
     AUDIT_CUPTI_CHECK(cuptiEnableCallback(1, s.subscriber, CUPTI_CB_DOMAIN_RESOURCE,
                                           CUPTI_CBID_RESOURCE_CONTEXT_CREATED));
   }
