@@ -19,6 +19,7 @@
 
 #include "audit/call_stack.h"
 #include "audit/cupti_check.h"
+#include "audit/kernel_timeline.h"
 
 namespace resident::audit {
 
@@ -656,6 +657,9 @@ Tracer& Tracer::instance() {
 void Tracer::start(const TracerOptions& options) {
   State& s = state();
   if (s.running) return;
+  if (KernelTimeline::any_running())
+    throw AuditError("audit: Tracer::start: a KernelTimeline is running; CUPTI's activity buffer "
+                     "callbacks are one per process, so stop the timeline first");
   s.options = options;
   if (options.api_callbacks || options.follow_nvtx) {
     const CUptiResult subscribed = cuptiSubscribe(&s.subscriber, on_callback, &s);
