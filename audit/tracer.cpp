@@ -18,6 +18,8 @@
 #include <vector>
 
 #include "audit/call_stack.h"
+#include "audit/cupti_check.h"
+#include "audit/kernel_timeline.h"
 
 namespace resident::audit {
 
@@ -119,17 +121,8 @@ ApiInfo classify_driver(const char* name) {
   return info;
 }
 
-std::string cupti_error_text(CUptiResult result) {
-  const char* text = nullptr;
-  if (cuptiGetResultString(result, &text) != CUPTI_SUCCESS || text == nullptr) return "CUPTI error";
-  return text;
-}
-
-void check_cupti(CUptiResult result, const char* call) {
-  if (result != CUPTI_SUCCESS)
-    throw AuditError(std::string("audit: ") + call + " failed with " + cupti_error_text(result));
-}
-#define AUDIT_CUPTI_CHECK(call) check_cupti((call), #call)
+using detail::check_cupti;
+using detail::cupti_error_text;
 
 // ---------------------------------------------------------------------------------------------
 // Per-call context joined to activity records by correlation id.
@@ -664,6 +657,9 @@ Tracer& Tracer::instance() {
 void Tracer::start(const TracerOptions& options) {
   State& s = state();
   if (s.running) return;
+  if (KernelTimeline::any_running())
+    throw AuditError("audit: Tracer::start: a KernelTimeline is running; CUPTI's activity buffer "
+                     "callbacks are one per process, so stop the timeline first");
   s.options = options;
   if (options.api_callbacks || options.follow_nvtx) {
     const CUptiResult subscribed = cuptiSubscribe(&s.subscriber, on_callback, &s);
@@ -671,7 +667,7 @@ void Tracer::start(const TracerOptions& options) {
       throw AuditError(
           "audit: another CUPTI subscriber is active in this process (resident-audit's injection, "
           "Nsight Systems or Compute?); run without it to use the in-process tracer");
-    check_cupti(subscribed, "cuptiSubscribe");
+    check_cupti(subscribed, "cuptiSubscribe", __FILE__, __LINE__);
     AUDIT_CUPTI_CHECK(cuptiEnableCallback(1, s.subscriber, CUPTI_CB_DOMAIN_RESOURCE,
                                           CUPTI_CBID_RESOURCE_CONTEXT_CREATED));
   }

@@ -26,6 +26,9 @@
 //   cudaMallocManaged/cuMemAllocManaged, counted when the call succeeds.
 // CUPTI allows one subscriber per process: start() fails with a clear AuditError when
 // another tool (resident-audit's injection, Nsight) is already attached.
+// CUPTI's activity buffer callbacks are one pair per process: start() also fails while a
+// KernelTimeline (audit/kernel_timeline.h) runs, and a KernelTimeline does not start while the
+// Tracer runs.
 #pragma once
 
 #include <cstddef>

@@ -17,14 +17,15 @@
 //                           other resident rows let the env step, transition assembly, draw and
 //                           fused gradient step start while the kernel before them finishes:
 //                           kernels/core/programmatic_launch.cuh)
-// Default config: trading env on a synthetic market, window 9 x 7 features + position = 64-dim
-// observations, 32 envs, MLP 64-256-256-3, replay capacity 1e6, batch 256.
+// Config: bench/dqn_bench_config.h (trading env, 64-dim observations, 32 envs, MLP 64-256-256-3,
+// replay capacity 1e6, batch 256), shared with bench/dqn_step_timeline.
 // Targets (H200): resident >= 5x host-staged; >= 20k gradient steps/s resident.
 #include <benchmark/benchmark.h>
 
 #include <memory>
 #include <string>
 
+#include "bench/dqn_bench_config.h"
 #include "bench/harness.h"
 #include "lib/core/programmatic_launch.h"
 #include "lib/rl/dqn/dqn_trainer.h"
@@ -34,46 +35,12 @@ namespace {
 using namespace resident;
 using namespace resident::rl;
 
-constexpr std::size_t kStepsPerEpoch = 200;
-
-// Which of the trainer's fused kernels a row uses, whether the last priority update of a step
-// runs beside the next step's collection, and whether kernels launch programmatically.
-struct Fused {
-  bool train_step = true;
-  bool acting = true;
-  bool side_work = true;
-  bool programmatic_launch = true;
-};
-
-
-DqnConfig bench_config(DqnPipeline pipeline, Fused fused) {
-  DqnConfig c;
-  c.env = DqnEnvKind::Trading;
-  c.trading.market.steps = 100000;
-  c.trading.market.noise_feature_count = 5;
-  c.trading.window = 9;
-  c.trading.episode_length = 200;
-  c.env_count = 32;
-  c.hidden = {256, 256};
-  c.batch = 256;
-  c.gradient_steps_per_env_step = 1;
-  c.replay_capacity = 1000000;
-  c.learning_starts = 10000;
-  c.epsilon = {1.0, 0.05, 100000};
-  c.tau = 0.005;
-  c.target_update_period = 1;
-  c.steps_per_epoch = kStepsPerEpoch;
-  c.pipeline = pipeline;
-  c.fused_train_step = fused.train_step;
-  c.fused_acting = fused.acting;
-  c.overlap_side_work = fused.side_work;
-  c.seed = 1;
-  return c;
-}
+constexpr std::size_t kStepsPerEpoch = bench::kDqnStepsPerEpoch;
+using Fused = bench::DqnBenchVariant;
 
 void BM_dqn_epoch(benchmark::State& state, DqnPipeline pipeline, Fused fused) {
   const ProgrammaticLaunchScope programmatic(fused.programmatic_launch);
-  const DqnConfig config = bench_config(pipeline, fused);
+  const DqnConfig config = bench::dqn_bench_config(pipeline, fused);
   DqnTrainer trainer(config);
   state.SetLabel(std::string("gradient step: ") +
                  (trainer.fused_train_step() ? "fused" : "GEMM path") +
