@@ -59,7 +59,7 @@ struct SlicePartials {
 // A block's shared memory for tiles of kSubTiles 32-row sub-tiles (1 or 2): one chunk of each
 // operand, k-major (a[k][i]: the tile's rows of A, padded by 4 floats; b[k][j]: its 32 rows of
 // B); after a tile's last chunk the same memory holds the slices' partial sums (SlicePartials,
-// through a cast: a union here changed the one-sub-tile code ptxas made).
+// through a cast: as a union member they would change the code ptxas makes for one sub-tile).
 template <int kSubTiles>
 struct alignas(16) ChunksOf {
   static_assert(kSubTiles == 1, "a tile is one or two 32-row sub-tiles");
