@@ -3,8 +3,11 @@
 // kernels/rl/dqn/dqn_train_step_fused.cu (double-DQN head) compose their phases from these.
 // A Pass is one network over `rows` rows of x with its FusedStepScratch; its phases hand 32 x 32
 // output tiles to the blocks round robin, each tile's product summed in a fixed order (see
-// tile_product), so a step is bit-for-bit reproducible for a given grid. Every function here is
-// called by all kThreads threads of a block (they synchronize the block).
+// tile_product), so a step is bit-for-bit reproducible for a given grid. A forward phase may hand
+// out tiles of two vertically adjacent 32 x 32 sub-tiles instead (64 x 32 outputs, kSubTiles =
+// 2): each output is then summed in the same order as in a 32 x 32 tile, so the choice does not
+// change a bit. Every function here is called by all kThreads threads of a block (they
+// synchronize the block).
 #pragma once
 
 #include <cooperative_groups.h>
@@ -45,16 +48,32 @@ struct Operand {
   int extent;
 };
 
-struct alignas(16) Chunks {
-  float a[kChunk][kStride];
+// The slices' partial sums of a tile of kSubTiles 32 x 32 sub-tiles (rows 32 s .. 32 s + 31 are
+// sub-tile s).
+template <int kSubTiles>
+struct SlicePartials {
+  float c[kSlices][kSubTiles * kTile][kTile];
+  float row_sum[kSlices][kSubTiles * kTile];
+};
+
+// A block's shared memory for tiles of kSubTiles 32-row sub-tiles (1 or 2): one chunk of each
+// operand, k-major (a[k][i]: the tile's rows of A, padded by 4 floats; b[k][j]: its 32 rows of
+// B); after a tile's last chunk the same memory holds the slices' partial sums (SlicePartials,
+// through a cast: as a union member they would change the code ptxas makes for one sub-tile).
+template <int kSubTiles>
+struct alignas(16) ChunksOf {
+  static_assert(kSubTiles == 1, "a tile is one or two 32-row sub-tiles");
+  float a[kChunk][kTile + 4];
   float b[kChunk][kStride];
 };
-// After a tile's last chunk the same memory holds the slices' partial sums.
-struct SlicePartials {
-  float c[kSlices][kTile][kTile];
-  float row_sum[kSlices][kTile];
+// Two sub-tiles: the partials (64 rows) need more than the chunks; the rest is room for them.
+template <>
+struct alignas(16) ChunksOf<2> {
+  float a[kChunk][2 * kTile + 4];
+  float b[kChunk][kStride];
+  float room[(sizeof(SlicePartials<2>) - sizeof(float) * kChunk * (3 * kTile + 8)) / sizeof(float)];
 };
-static_assert(sizeof(SlicePartials) <= sizeof(Chunks), "the partials reuse the chunks' memory");
+using Chunks = ChunksOf<1>;  // 32 x 32 tiles: every phase's
 
 // One network over `rows` rows of x (row-major [rows, widths[0]]) and its scratch.
 struct Pass {
@@ -64,23 +83,23 @@ struct Pass {
   int rows;
 };
 
-constexpr int kChunkLoads = kTile * kChunk / kThreads;  // elements per thread per operand
-
-// The chunk of one operand a thread loads, held in registers between the loads and the shared
-// stores so that all of a chunk's loads are in flight at once (and the next chunk's during the
-// current chunk's products). Element e = threadIdx.x + kThreads * j (j < kChunkLoads) of the
-// kTile x kChunk chunk is (i, k) = (e / kChunk, e % kChunk) for a k-contiguous operand and
-// (e % kTile, e / kTile) otherwise: consecutive threads read consecutive addresses.
-template <bool kContiguousK>
+// The chunk of one operand (kRows of its rows: 32, or 64 for the A operand of a two-sub-tile
+// tile) a thread loads, held in registers between the loads and the shared stores so that all of
+// a chunk's loads are in flight at once (and the next chunk's during the current chunk's
+// products). Element e = threadIdx.x + kThreads * j (j < kLoads) of the kRows x kChunk chunk is
+// (i, k) = (e / kChunk, e % kChunk) for a k-contiguous operand and (e % kRows, e / kRows)
+// otherwise: consecutive threads read consecutive addresses.
+template <bool kContiguousK, int kRows = kTile>
 struct ChunkRegisters {
-  float value[kChunkLoads];
+  static constexpr int kLoads = kRows * kChunk / kThreads;  // elements per thread
+  float value[kLoads];
 
-  __device__ __forceinline__ static int row_of(int e) { return kContiguousK ? e / kChunk : e % kTile; }
-  __device__ __forceinline__ static int k_of(int e) { return kContiguousK ? e % kChunk : e / kTile; }
+  __device__ __forceinline__ static int row_of(int e) { return kContiguousK ? e / kChunk : e % kRows; }
+  __device__ __forceinline__ static int k_of(int e) { return kContiguousK ? e % kChunk : e / kRows; }
 
   __device__ __forceinline__ void load(const Operand& op, int i0, int k0, int K) {
 #pragma unroll
-    for (int j = 0; j < kChunkLoads; ++j) {
+    for (int j = 0; j < kLoads; ++j) {
       const int e = threadIdx.x + kThreads * j;
       const int gi = i0 + row_of(e), gk = k0 + k_of(e);
       value[j] = 0.0f;  // outside the matrix
@@ -91,35 +110,51 @@ struct ChunkRegisters {
   }
 
   // dst[k][i] = element (i0 + i, k0 + k) of the loaded chunk.
-  __device__ __forceinline__ void store(float (*dst)[kStride]) const {
+  __device__ __forceinline__ void store(float (*dst)[kRows + 4]) const {
 #pragma unroll
-    for (int j = 0; j < kChunkLoads; ++j) {
+    for (int j = 0; j < kLoads; ++j) {
       const int e = threadIdx.x + kThreads * j;
       dst[k_of(e)][row_of(e)] = value[j];
     }
   }
 };
 
-struct TileSums {
-  float c[2][2];     // c[i][j]: output (m0 + 2 ty + i, n0 + 2 tx + j), ty = tid / 16, tx = tid % 16
-  float row_sum[2];  // sum over k of A(m0 + 2 ty + i, k) (with kRowSums)
+// A thread's outputs of a tile of kSubTiles sub-tiles: 2 of each sub-tile's rows, 2 columns.
+template <int kSubTiles>
+struct TileSumsOf {
+  float c[2 * kSubTiles][2];     // c[i][j]: output (m0 + tile_row(i), n0 + 2 tx + j), tx = tid % 16
+  float row_sum[2 * kSubTiles];  // sum over k of A(m0 + tile_row(i), k) (with kRowSums)
 };
+using TileSums = TileSumsOf<1>;
 
-// C = A B^T over k < K for the tile at (m0, n0): sum_k A(m, k) B(n, k), and with kRowSums the A
-// operand's row sums. Thread group g = tid / 64 (of 4) takes k = 16 g .. 16 g + 15 of each
-// 64-k chunk, each of its threads a 4 x 4 block of outputs (rows 4 (l / 8), columns 4 (l % 8),
-// l = tid % 64), summing its k ascending with fmaf; the four groups' sums are then added in
-// group order (((g0 + g1) + g2) + g3) through shared memory and handed out as 2 x 2 blocks. A
-// fixed order: deterministic. Every thread of the block calls it (it synchronizes the block).
-// The next chunk's loads are issued before the current chunk's products.
-template <bool kAContiguousK, bool kBContiguousK, bool kRowSums>
-__device__ TileSums tile_product(Chunks& s, const Operand& a, const Operand& b, int K, int m0,
-                                 int n0) {
+// The tile row of a thread's i-th output row (TileSumsOf::c[i]): 2 ty + i in sub-tile i / 2,
+// ty = tid / 16; for one sub-tile 2 ty + i.
+__device__ __forceinline__ int tile_row(int i) {
+  return kTile * (i / 2) + 2 * static_cast<int>(threadIdx.x / 16) + i % 2;
+}
+
+// C = A B^T over k < K for the tile of kSubTiles 32 x 32 sub-tiles at (m0, n0) (rows m0 ..
+// m0 + 32 kSubTiles - 1, columns n0 .. n0 + 31): sum_k A(m, k) B(n, k), and with kRowSums the A
+// operand's row sums. Thread group g = tid / 64 (of 4) takes k = 16 g .. 16 g + 15 of each 64-k
+// chunk, each of its threads a 4 x 4 block of outputs in every sub-tile s (rows 32 s + 4 (l / 8),
+// columns 4 (l % 8), l = tid % 64), summing its k ascending with fmaf; the four groups' sums are
+// then added in group order (((g0 + g1) + g2) + g3) through shared memory and handed out as 2 x 2
+// blocks per sub-tile. A fixed order per output, the same for one sub-tile or two (a second
+// sub-tile only adds chains beside the first's, fed by the same chunk of B and the same k): a
+// 64-row tile's outputs are bit for bit those of its two 32-row tiles. Deterministic. Every
+// thread of the block calls it (it synchronizes the block). The next chunk's loads (both
+// sub-tiles' rows of A at once) are issued before the current chunk's products.
+template <bool kAContiguousK, bool kBContiguousK, bool kRowSums, int kSubTiles>
+__device__ TileSumsOf<kSubTiles> tile_product(ChunksOf<kSubTiles>& s, const Operand& a,
+                                              const Operand& b, int K, int m0, int n0) {
+  static_assert(sizeof(SlicePartials<kSubTiles>) <= sizeof(ChunksOf<kSubTiles>),
+                "the partials reuse the chunks' memory");
+  constexpr int kRows = kSubTiles * kTile;
   const int group = threadIdx.x / 64, lane64 = threadIdx.x % 64;
   const int my = 4 * (lane64 / 8), mx = 4 * (lane64 % 8);
-  float c[4][4] = {};
-  float row_sum[4] = {};
-  ChunkRegisters<kAContiguousK> next_a;
+  float c[kSubTiles][4][4] = {};
+  float row_sum[kSubTiles][4] = {};
+  ChunkRegisters<kAContiguousK, kRows> next_a;
   ChunkRegisters<kBContiguousK> next_b;
   next_a.load(a, m0, 0, K);
   next_b.load(b, n0, 0, K);
@@ -136,49 +171,66 @@ __device__ TileSums tile_product(Chunks& s, const Operand& a, const Operand& b, 
 #pragma unroll
     for (int kk = 0; kk < kSliceK; ++kk) {
       const int k = group * kSliceK + kk;
-      const float4 a4 = *reinterpret_cast<const float4*>(&s.a[k][my]);
+      float av[kSubTiles][4];
+#pragma unroll
+      for (int sub = 0; sub < kSubTiles; ++sub) {
+        const float4 a4 = *reinterpret_cast<const float4*>(&s.a[k][kTile * sub + my]);
+        av[sub][0] = a4.x;
+        av[sub][1] = a4.y;
+        av[sub][2] = a4.z;
+        av[sub][3] = a4.w;
+      }
       const float4 b4 = *reinterpret_cast<const float4*>(&s.b[k][mx]);
-      const float av[4] = {a4.x, a4.y, a4.z, a4.w}, bv[4] = {b4.x, b4.y, b4.z, b4.w};
+      const float bv[4] = {b4.x, b4.y, b4.z, b4.w};
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {
+      for (int sub = 0; sub < kSubTiles; ++sub) {
 #pragma unroll
-        for (int j = 0; j < 4; ++j) c[i][j] = fmaf(av[i], bv[j], c[i][j]);
-        if constexpr (kRowSums) row_sum[i] += av[i];
+        for (int i = 0; i < 4; ++i) {
+#pragma unroll
+          for (int j = 0; j < 4; ++j) c[sub][i][j] = fmaf(av[sub][i], bv[j], c[sub][i][j]);
+          if constexpr (kRowSums) row_sum[sub][i] += av[sub][i];
+        }
       }
     }
   }
   __syncthreads();  // the last chunk is no longer read
-  auto& partials = *reinterpret_cast<SlicePartials*>(&s);
+  auto& partials = *reinterpret_cast<SlicePartials<kSubTiles>*>(&s);
 #pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    *reinterpret_cast<float4*>(&partials.c[group][my + i][mx]) =
-        make_float4(c[i][0], c[i][1], c[i][2], c[i][3]);
-    if (kRowSums && mx == 0) partials.row_sum[group][my + i] = row_sum[i];
+  for (int sub = 0; sub < kSubTiles; ++sub) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int row = kTile * sub + my + i;
+      *reinterpret_cast<float4*>(&partials.c[group][row][mx]) =
+          make_float4(c[sub][i][0], c[sub][i][1], c[sub][i][2], c[sub][i][3]);
+      if (kRowSums && mx == 0) partials.row_sum[group][row] = row_sum[sub][i];
+    }
   }
   __syncthreads();
-  const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
-  TileSums r{};
+  const int tx = threadIdx.x % 16;
+  TileSumsOf<kSubTiles> r{};
 #pragma unroll
-  for (int i = 0; i < 2; ++i) {
+  for (int i = 0; i < 2 * kSubTiles; ++i) {
+    const int row = tile_row(i);
 #pragma unroll
     for (int j = 0; j < 2; ++j) {
-      float sum = partials.c[0][2 * ty + i][2 * tx + j];
+      float sum = partials.c[0][row][2 * tx + j];
 #pragma unroll
-      for (int g = 1; g < kSlices; ++g) sum += partials.c[g][2 * ty + i][2 * tx + j];
+      for (int g = 1; g < kSlices; ++g) sum += partials.c[g][row][2 * tx + j];
       r.c[i][j] = sum;
     }
     if constexpr (kRowSums) {
-      float sum = partials.row_sum[0][2 * ty + i];
+      float sum = partials.row_sum[0][row];
 #pragma unroll
-      for (int g = 1; g < kSlices; ++g) sum += partials.row_sum[g][2 * ty + i];
+      for (int g = 1; g < kSlices; ++g) sum += partials.row_sum[g][row];
       r.row_sum[i] = sum;
     }
   }
   return r;
 }
 
-__device__ __forceinline__ int tiles_of(int rows, int cols) {
-  return ((rows + kTile - 1) / kTile) * ((cols + kTile - 1) / kTile);
+// Tiles of tile_rows x kTile outputs over a rows x cols output (host and device).
+__host__ __device__ constexpr int tiles_of(int rows, int cols, int tile_rows = kTile) {
+  return ((rows + tile_rows - 1) / tile_rows) * ((cols + kTile - 1) / kTile);
 }
 
 __device__ __forceinline__ double square(float x) {
@@ -191,30 +243,34 @@ __device__ __forceinline__ const float* layer_input(const Pass& p, int l) {
   return l == 1 ? p.x : p.scratch->activations[l - 2];
 }
 
-// z_l = a_{l-1} W_l^T + b_l and a_l = f(z_l) for the hidden layer l, tile t.
-template <ActivationKind Kind>
-__device__ void forward_tile(Chunks& s, const Pass& p, int l, int t) {
+// z_l = a_{l-1} W_l^T + b_l and a_l = f(z_l) for the hidden layer l, tile t of kSubTiles 32-row
+// sub-tiles (forward_tiles<kSubTiles> of them, row-major over the tiles); rows past p.rows are
+// neither read (zero padding) nor written. Each output the same bits for either kSubTiles.
+template <ActivationKind Kind, int kSubTiles = 1>
+__device__ void forward_tile(ChunksOf<kSubTiles>& s, const Pass& p, int l, int t) {
   const int in = static_cast<int>(p.net->widths[l - 1]), out = static_cast<int>(p.net->widths[l]);
   const int tiles_n = (out + kTile - 1) / kTile;
-  const int m0 = (t / tiles_n) * kTile, n0 = (t % tiles_n) * kTile;
+  const int m0 = (t / tiles_n) * kSubTiles * kTile, n0 = (t % tiles_n) * kTile;
   const Operand a{layer_input(p, l), in, p.rows};
   const Operand w{p.net->weights[l - 1], in, out};
   const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
   float bias[2] = {0.0f, 0.0f};  // loaded with the first chunk
   for (int j = 0; j < 2; ++j)
     if (n0 + 2 * tx + j < out) bias[j] = p.net->biases[l - 1][n0 + 2 * tx + j];
-  const TileSums r = tile_product<true, true, false>(s, a, w, in, m0, n0);
+  const TileSumsOf<kSubTiles> r = tile_product<true, true, false>(s, a, w, in, m0, n0);
   float* z = p.scratch->pre_activations[l - 1];
   float* act = p.scratch->activations[l - 1];
-  for (int i = 0; i < 2; ++i) {
-    const int row = m0 + 2 * ty + i;
-    for (int j = 0; j < 2; ++j) {
-      const int col = n0 + 2 * tx + j;
-      if (row < p.rows && col < out) {
-        const float value = r.c[i][j] + bias[j];
-        const std::size_t at = static_cast<std::size_t>(row) * out + col;
-        z[at] = value;
-        act[at] = activation_math::value<Kind>(value, p.net->hidden_activation);
+  for (int sub = 0; sub < kSubTiles; ++sub) {
+    for (int i = 0; i < 2; ++i) {
+      const int row = m0 + kTile * sub + 2 * ty + i;  // tile_row(2 sub + i)
+      for (int j = 0; j < 2; ++j) {
+        const int col = n0 + 2 * tx + j;
+        if (row < p.rows && col < out) {
+          const float value = r.c[2 * sub + i][j] + bias[j];
+          const std::size_t at = static_cast<std::size_t>(row) * out + col;
+          z[at] = value;
+          act[at] = activation_math::value<Kind>(value, p.net->hidden_activation);
+        }
       }
     }
   }
@@ -278,9 +334,10 @@ __device__ void input_grad_tile(Chunks& s, const Pass& p, int l, int t) {
   }
 }
 
-// Forward phase l of a pass: its tiles.
+// Forward phase l of a pass: its tiles of kSubTiles 32-row sub-tiles.
+template <int kSubTiles = 1>
 __device__ __forceinline__ int forward_tiles(const Pass& p, int l) {
-  return tiles_of(p.rows, static_cast<int>(p.net->widths[l]));
+  return tiles_of(p.rows, static_cast<int>(p.net->widths[l]), kSubTiles * kTile);
 }
 
 // The backward phases of a pass whose d_pre_activations[L - 1] (dL/dy) is complete: for

@@ -5,6 +5,8 @@
 // poisoned (NaN) first. One 29 x 31 tile (ragged edges) for K from 1 to 1100 (one chunk, a
 // partial chunk, four chunks, many chunks, a partial last chunk), in the four operand layouts
 // back to back in one block, so each layout reuses the shared chunks the previous one filled.
+// And the forward phases' two-sub-tile tile (64 x 32, both operands k-contiguous) with 61 x 31
+// live outputs (its second sub-tile ragged) for the same K: the same order, so the same bits.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -49,7 +51,33 @@ __global__ void __launch_bounds__(fs::kThreads)
   tile_into<false, true, true>(s, a, b, K, out + 3 * kOutputs);
 }
 
+constexpr int kPairRows = 61;  // the pair's live rows (of 64)
+
+__global__ void __launch_bounds__(fs::kThreads)
+    pair_tile(const float* a, const float* b, int K, float* out) {
+  __shared__ fs::ChunksOf<2> s;
+  const fs::TileSumsOf<2> r =
+      fs::tile_product<true, true, false>(s, {a, K, kPairRows}, {b, K, kCols}, K, 0, 0);
+  const int tx = threadIdx.x % 16;
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 2; ++j) out[fs::tile_row(i) * 32 + 2 * tx + j] = r.c[i][j];
+}
+
 bool same_bits(float x, float y) { return std::memcmp(&x, &y, sizeof(float)) == 0; }
+
+// C(i, j) in the documented order for A(i, k), B(j, k) (0 outside the matrices).
+template <typename OperandA, typename OperandB>
+float product_in_order(const OperandA& A, const OperandB& B, int i, int j, int K) {
+  const int chunks = (K + fs::kChunk - 1) / fs::kChunk;
+  float c[fs::kSlices] = {};
+  for (int g = 0; g < fs::kSlices; ++g)
+    for (int q = 0; q < chunks; ++q)
+      for (int kk = 0; kk < fs::kSliceK; ++kk) {
+        const int k = q * fs::kChunk + g * fs::kSliceK + kk;
+        c[g] = std::fmaf(A(i, k), B(j, k), c[g]);
+      }
+  return ((c[0] + c[1]) + c[2]) + c[3];
+}
 
 TEST(FusedStepTile, ProductsMatchTheDocumentedOrderBitForBit) {
   RESIDENT_REQUIRE_GPU();
@@ -99,6 +127,35 @@ TEST(FusedStepTile, ProductsMatchTheDocumentedOrderBitForBit) {
       }
       EXPECT_EQ(mismatches, 0) << "K " << K << ", layout " << v << ": first " << first;
     }
+  }
+}
+
+TEST(FusedStepTile, PairProductsMatchTheDocumentedOrderBitForBit) {
+  RESIDENT_REQUIRE_GPU();
+  std::mt19937_64 rng(20261201);
+  for (const int K : {1, 17, 64, 65, 128, 200, 256, 257, 320, 512, 777, 1100}) {
+    const std::vector<float> a = test::nn_support::random_floats(kPairRows * K, -1.0f, 1.0f, rng);
+    const std::vector<float> b = test::nn_support::random_floats(kCols * K, -1.0f, 1.0f, rng);
+    DeviceBuffer<float> d_a(a.size()), d_b(b.size()), d_out(64 * 32);
+    d_a.upload(a);
+    d_b.upload(b);
+    d_out.upload(test::nn_support::nans(d_out.size()));
+    pair_tile<<<1, fs::kThreads>>>(d_a.data(), d_b.data(), K, d_out.data());
+    ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    const std::vector<float> out = d_out.download();
+    const auto A = [&](int i, int k) { return i < kPairRows && k < K ? a[i * K + k] : 0.0f; };
+    const auto B = [&](int j, int k) { return j < kCols && k < K ? b[j * K + k] : 0.0f; };
+    int mismatches = 0;
+    std::string first;
+    for (int i = 0; i < 64; ++i)
+      for (int j = 0; j < 32; ++j) {
+        const float want = product_in_order(A, B, i, j, K);
+        if (!same_bits(want, out[i * 32 + j]) && mismatches++ == 0)
+          first = "C(" + std::to_string(i) + ", " + std::to_string(j) + ") = " +
+                  std::to_string(out[i * 32 + j]) + ", want " + std::to_string(want);
+      }
+    EXPECT_EQ(mismatches, 0) << "K " << K << ": first " << first;
   }
 }
 

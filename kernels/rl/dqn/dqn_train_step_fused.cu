@@ -1,7 +1,13 @@
 // The fused DQN gradient step (contract in dqn_train_step_fused.h). One cooperative kernel of
 // kThreads-thread blocks, phases separated by grid barriers (kernels/nn/fused_step_phases.cuh):
 //   forward l = 1 .. L-1  the online network's tiles over the 2B rows [states; next_states] and
-//                         the target network's over the B next states, in one phase
+//                         the target network's 32 x 32 tiles over the B next states, in one
+//                         phase. The online tiles are 64 x 32 (two 32-row sub-tiles, both
+//                         halves' chunk loads in flight together) when that makes the phase one
+//                         round where 32 x 32 tiles take more (forward_items; at B = 256 and
+//                         width 256 on 132 blocks: 64 + 64 items instead of 128 + 64 tiles),
+//                         else 32 x 32. Each z and a element has the same bits either way
+//                         (tile_product sums every output in one order for one sub-tile or two).
 //   head                  2-row tiles (B / 2 of them: at B = 256 one per block), four warps per
 //                         row: Q(s), Q(s') and Q_target(s') on three warps at once (lane o holds
 //                         action o), then the double-DQN target, TD error and Huber terms by
@@ -55,6 +61,35 @@ struct Args {
   int rows;          // B
   DqnFusedConstants c;
   float grad_scale;  // 1 / B, rounded once from fp64
+};
+
+// Forward phase l's work items for B rows and `out` outputs on `grid` blocks: the online pass's
+// tiles (items 0 .. online - 1; 64 x 32 when pairs, else 32 x 32) then the target pass's 32 x 32
+// tiles (online .. total - 1). Pairs exactly when they fit one round and 32 x 32 tiles do not:
+// then the phase takes one round instead of two or more; otherwise the 32 x 32 tiles as before
+// (one round already, or pairs would not make it one). The device's loop and the host's
+// dqn_fused_step_forward_pairs use this one function.
+struct ForwardItems {
+  int online, total;
+  bool pairs;
+};
+
+__host__ __device__ constexpr ForwardItems forward_items(int batch, int out, int grid) {
+  const int singles = tiles_of(2 * batch, out), pairs = tiles_of(2 * batch, out, 2 * kTile);
+  const int target = tiles_of(batch, out);
+  const bool use_pairs = pairs + target <= grid && singles + target > grid;
+  const int online = use_pairs ? pairs : singles;
+  return {online, online + target, use_pairs};
+}
+static_assert(forward_items(256, 256, 132).pairs && forward_items(256, 256, 132).total == 128,
+              "the bench shape's forward takes one round of pairs on an H200's 132 blocks");
+static_assert(!forward_items(256, 256, 192).pairs && !forward_items(256, 256, 127).pairs,
+              "32 x 32 tiles where they fit one round, or where pairs do not");
+
+// The forward phases' shared memory: 32 x 32 tiles (also the backward phases') or 64 x 32 ones.
+union ForwardChunks {
+  Chunks single;
+  ChunksOf<2> pair;
 };
 
 // The head phase's tiling: kDqnHeadRows rows per tile (block), each row on kHeadRowThreads
@@ -189,7 +224,7 @@ __device__ void update_target_share(const Args& p, std::size_t first) {
 template <ActivationKind Kind>
 __global__ void __launch_bounds__(kThreads) dqn_train_step_fused(const __grid_constant__ Args p) {
   begin_after_prior_kernel();
-  __shared__ Chunks chunks;
+  __shared__ ForwardChunks chunks;
   __shared__ HeadShared head;
   __shared__ BlockSum::TempStorage reduce_temp;
   __shared__ adamw_detail::StepFactors factors;
@@ -206,13 +241,16 @@ __global__ void __launch_bounds__(kThreads) dqn_train_step_fused(const __grid_co
   clock.mark();
 
   for (int l = 1; l < L; ++l) {
-    const int online_tiles = forward_tiles(online_both, l);
-    const int tiles = online_tiles + forward_tiles(target_next, l);
-    for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
-      if (t < online_tiles)
-        forward_tile<Kind>(chunks, online_both, l, t);
-      else
-        forward_tile<Kind>(chunks, target_next, l, t - online_tiles);
+    const ForwardItems items =
+        forward_items(p.rows, static_cast<int>(p.online.widths[l]), static_cast<int>(gridDim.x));
+    for (int t = blockIdx.x; t < items.total; t += gridDim.x) {
+      if (items.pairs && t < items.online) {
+        forward_tile<Kind, 2>(chunks.pair, online_both, l, t);
+      } else {  // one call site for both passes' 32 x 32 tiles
+        const bool online = t < items.online;
+        const Pass pass = online ? online_both : target_next;
+        forward_tile<Kind>(chunks.single, pass, l, online ? t : t - items.online);
+      }
     }
     grid.sync();
     clock.mark();
@@ -224,7 +262,7 @@ __global__ void __launch_bounds__(kThreads) dqn_train_step_fused(const __grid_co
 
   FirstGroup first;
   const float norm =
-      backward_and_optimizer<Kind>(chunks, grid, online_states, p.opt,
+      backward_and_optimizer<Kind>(chunks.single, grid, online_states, p.opt,
                                    p.online_scratch.norm_partials, reduce_temp, factors, clock, first);
   if ((step + 1) % p.target.period == 0) update_target_share(p, first.index);
   float loss_sum = 0.0f;
@@ -245,7 +283,9 @@ std::size_t dqn_head_tiles_on_host(std::size_t batch) {
   return ceil_div(std::max<std::size_t>(batch, 1), kDqnHeadRows);
 }
 
-// The most tiles any phase hands out.
+// The most tiles any phase hands out, the forward phases counted in 32 x 32 tiles: pairs are used
+// only when those do not fit the grid (forward_items), so counting them would only shrink a
+// grid that pairs fill anyway (and regroup the norm partials); the grid stays what it was.
 std::size_t max_phase_tiles(std::span<const std::size_t> w, std::size_t batch) {
   std::size_t most = std::max(dqn_head_tiles_on_host(batch), most_backward_tiles(w, batch));
   for (std::size_t l = 1; l + 1 < w.size(); ++l)
@@ -257,6 +297,10 @@ std::size_t max_phase_tiles(std::span<const std::size_t> w, std::size_t batch) {
 
 std::size_t dqn_fused_step_loss_partials(std::size_t batch) noexcept {
   return dqn_head_tiles_on_host(batch);
+}
+
+bool dqn_fused_step_forward_pairs(std::size_t batch, std::size_t width, unsigned grid) noexcept {
+  return forward_items(static_cast<int>(batch), static_cast<int>(width), static_cast<int>(grid)).pairs;
 }
 
 unsigned dqn_fused_step_grid(std::span<const std::size_t> widths, std::size_t batch,

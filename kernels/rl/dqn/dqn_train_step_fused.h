@@ -47,6 +47,12 @@ struct DqnFusedConstants {
 // tile of the head phase.
 std::size_t dqn_fused_step_loss_partials(std::size_t batch) noexcept;
 
+// Whether the forward phase of a layer of `width` outputs hands out the online network's 2B rows
+// as 64 x 32 tiles (two 32-row sub-tiles) on a launch of `grid` blocks, else as 32 x 32 tiles:
+// exactly when the pairs and the target network's 32 x 32 tiles fit one round and 32 x 32 tiles
+// do not. Either way each activation has the same bits (diagnostics and tests).
+bool dqn_fused_step_forward_pairs(std::size_t batch, std::size_t width, unsigned grid) noexcept;
+
 // The grid of a launch for these widths ({obs, hidden..., A}: fused_step_supports) and batch B
 // (setup: device queries only). Throws like fused_step_grid.
 unsigned dqn_fused_step_grid(std::span<const std::size_t> widths, std::size_t batch,

@@ -16,8 +16,13 @@
 // the GPU's gradients, and the clip scale left at 1; the target params against the reference
 // target update from the GPU's new online params; the step counter. The trainer-level checks (graph replay = eager, audit
 // contract, learning) are dqn_trainer_test's and dqn_learning_test's, which run this kernel by
-// default. Argument checks run without a GPU. DqnFusedStepPhases prints each phase's median
-// time at the bench's shape (the kernel's diagnostic phase clock).
+// default. DqnFusedStepForward checks every hidden layer's z and a of both passes bit for bit
+// against a CPU emulation of tile_product's order, on cases whose online pass runs in 64 x 32
+// pairs (forced by the grid, or on the device's grid: printed) and in 32 x 32 tiles, with row
+// counts that are not multiples of 64 (B = 200, 17, 1); DqnFusedStepForwardEmulation (CPU)
+// checks that emulation against doubles and that it tells summation orders apart. Argument
+// checks run without a GPU. DqnFusedStepPhases prints each phase's median time at the bench's
+// shape (the kernel's diagnostic phase clock).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -519,6 +524,223 @@ TEST(DqnFusedStepPhases, ClockReadingsAreOrderedAndPrinted) {
       durations, {"forward 1 (online 2B + target B)", "forward 2 (online 2B + target B)",
                   "head (Q, targets, Huber, dz2)", "backward 2", "backward 1 + norm partials",
                   "optimizer + target update"});
+}
+
+// tile_product's order for one output of a forward tile (kernels/nn/fused_step_phases.cuh), the
+// same for 32 x 32 tiles and 64 x 32 pairs: thread group g of 4 sums k = 64 q + 16 g .. 64 q +
+// 16 g + 15 over the chunks q ascending by fmaf (the whole slice: 0 past K), then the groups'
+// sums are added as ((g0 + g1) + g2) + g3. The other orders are the CPU test's proof that the bit
+// check below sees an order change.
+enum class SumOrder { Tile, GroupsReversed, Sequential };
+
+float tile_order_dot(const float* a, const float* w, std::size_t in,
+                     SumOrder order = SumOrder::Tile) {
+  constexpr std::size_t kChunk = 64, kSlices = 4, kSliceK = kChunk / kSlices;
+  if (order == SumOrder::Sequential) {
+    float sum = 0.0f;
+    for (std::size_t k = 0; k < in; ++k) sum = std::fmaf(a[k], w[k], sum);
+    return sum;
+  }
+  const std::size_t chunks = (in + kChunk - 1) / kChunk;
+  std::array<float, kSlices> c{};
+  for (std::size_t g = 0; g < kSlices; ++g)
+    for (std::size_t q = 0; q < chunks; ++q)
+      for (std::size_t kk = 0; kk < kSliceK; ++kk) {
+        const std::size_t k = q * kChunk + g * kSliceK + kk;
+        c[g] = std::fmaf(k < in ? a[k] : 0.0f, k < in ? w[k] : 0.0f, c[g]);
+      }
+  return order == SumOrder::Tile ? ((c[0] + c[1]) + c[2]) + c[3] : ((c[3] + c[2]) + c[1]) + c[0];
+}
+
+// One hidden layer as forward_tile computes it: z = x W^T + b per output (tile_order_dot, then
+// + the bias) and a = relu(z) (relu_value: the kernel's x > 0 ? x : 0). x [rows, in], W [out, in].
+struct ForwardLayerBits {
+  std::vector<float> z, a;
+};
+
+float relu_value(float x) { return x > 0.0f ? x : 0.0f; }
+
+ForwardLayerBits emulate_forward_layer(const float* x, std::size_t rows, const float* w,
+                                       const float* bias, std::size_t in, std::size_t out,
+                                       SumOrder order = SumOrder::Tile) {
+  ForwardLayerBits bits{std::vector<float>(rows * out), std::vector<float>(rows * out)};
+  for (std::size_t r = 0; r < rows; ++r)
+    for (std::size_t o = 0; o < out; ++o) {
+      const float z = tile_order_dot(x + r * in, w + o * in, in, order) + bias[o];
+      bits.z[r * out + o] = z;
+      bits.a[r * out + o] = relu_value(z);
+    }
+  return bits;
+}
+
+// A forward case: the grid (0: dqn_fused_step_grid's) and, per hidden layer, whether the online
+// pass must be in 64 x 32 pairs there (1), in 32 x 32 tiles (0), or either (-1: it depends on the
+// device's grid; printed).
+struct ForwardCase {
+  std::vector<std::size_t> widths;
+  std::size_t batch;
+  kernels::ActivationKind activation;
+  unsigned grid;
+  std::vector<int> pairs;
+  const char* name;
+};
+
+class DqnFusedStepForward : public ::testing::TestWithParam<ForwardCase> {};
+
+// Every hidden layer's z and a of both passes (the online network over [states; next states],
+// the target network over the next states) bit for bit against emulate_forward_layer from the
+// step's starting params, each layer from the GPU's previous activations (checked before it; a
+// only for ReLU, the one activation the CPU reproduces). The scratch is poisoned (NaN) first, so
+// every row must be written, and rows past 2B or B (a pair's second half partly or wholly past
+// them) must not be: the buffers are exactly [2B, width] and [B, width].
+TEST_P(DqnFusedStepForward, ActivationsMatchTheTileOrderBitForBit) {
+  RESIDENT_REQUIRE_GPU();
+  const ForwardCase& fc = GetParam();
+  FusedDqnRig rig(DqnCase{fc.widths, fc.batch, fc.activation, true, 0.5f, 1, 10.0f, 1.0f, fc.grid,
+                          false, fc.name});
+  const std::size_t b = rig.b, obs = rig.obs, layers = rig.layers;
+  ASSERT_EQ(fc.pairs.size(), layers - 1) << fc.name;
+  const cudaStream_t stream = rig.online.context.stream();
+  const std::vector<float> states = random_floats(2 * b * obs, -1.0f, 1.0f, rig.rng);
+  std::vector<std::int32_t> acts(b);
+  std::vector<std::uint8_t> dones(b);
+  for (std::size_t i = 0; i < b; ++i) {
+    acts[i] = static_cast<std::int32_t>(rig.rng() % rig.actions);
+    dones[i] = (rig.rng() % 4) == 0;
+  }
+  DeviceBuffer<float> d_states(states.size()), d_rewards(b), d_weights(b);
+  DeviceBuffer<std::int32_t> d_actions(b);
+  DeviceBuffer<std::uint8_t> d_dones(b);
+  d_states.upload(states);
+  d_rewards.upload(random_floats(b, -1.0f, 1.0f, rig.rng));
+  d_weights.upload(random_floats(b, 0.2f, 1.0f, rig.rng));
+  d_actions.upload(acts);
+  d_dones.upload(dones);
+  const auto params_of = [](MlpRig& rig_of) {
+    const std::vector<double> flat = flat_part(rig_of, nn::SlabPart::Params);
+    return std::vector<float>(flat.begin(), flat.end());  // the fp32 params, exactly
+  };
+  const std::vector<float> online_params = params_of(rig.online);
+  const std::vector<float> target_params = params_of(rig.target);
+  struct Hidden {
+    const float *online_z, *online_a, *target_z, *target_a;
+  };
+  std::vector<Hidden> hidden;
+  for (std::size_t l = 0; l + 1 < layers; ++l) {
+    hidden.push_back({rig.online_scratch.pre_activations[l], rig.online_scratch.activations[l],
+                      rig.target_view.scratch.pre_activations[l],
+                      rig.target_view.scratch.activations[l]});
+    for (const float* buffer : {hidden[l].online_z, hidden[l].online_a, hidden[l].target_z,
+                                hidden[l].target_a}) {
+      DeviceBuffer<float>& poisoned = rig.buffer_at(buffer);
+      poisoned.upload(test::nn_support::nans(poisoned.size()));
+    }
+  }
+
+  rig.launch(d_states, d_actions, d_rewards, d_dones, d_weights.data());
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+
+  const bool relu = fc.activation == kernels::ActivationKind::Relu;
+  std::size_t w_at = 0;  // layer l's weight in the flat layout: per layer the weight, the bias
+  std::vector<float> online_x(states.begin(), states.end());
+  std::vector<float> target_x(states.begin() + static_cast<std::ptrdiff_t>(b * obs), states.end());
+  for (std::size_t l = 1; l < layers; ++l) {
+    const std::size_t in = fc.widths[l - 1], out = fc.widths[l];
+    const bool pairs = kd::dqn_fused_step_forward_pairs(b, out, rig.grid);
+    std::printf("    %s, layer %zu (K %zu, %zu outputs), grid %u: online rows %zu in %s\n", fc.name,
+                l, in, out, rig.grid, 2 * b, pairs ? "64 x 32 pairs" : "32 x 32 tiles");
+    if (fc.pairs[l - 1] >= 0)
+      EXPECT_EQ(pairs, fc.pairs[l - 1] == 1) << fc.name << ": the case's tiling at layer " << l;
+    const float* w = online_params.data() + w_at;
+    const float* tw = target_params.data() + w_at;
+    const ForwardLayerBits online =
+        emulate_forward_layer(online_x.data(), 2 * b, w, w + out * in, in, out);
+    const ForwardLayerBits target =
+        emulate_forward_layer(target_x.data(), b, tw, tw + out * in, in, out);
+    const Hidden& h = hidden[l - 1];
+    const std::string at = std::string(fc.name) + ", layer " + std::to_string(l);
+    const std::vector<float> online_a = rig.buffer_at(h.online_a).download();
+    const std::vector<float> target_a = rig.buffer_at(h.target_a).download();
+    expect_bits(rig.buffer_at(h.online_z).download(), online.z, "online z (bits), " + at);
+    expect_bits(rig.buffer_at(h.target_z).download(), target.z, "target z (bits), " + at);
+    if (relu) {
+      expect_bits(online_a, online.a, "online a (bits), " + at);
+      expect_bits(target_a, target.a, "target a (bits), " + at);
+    }
+    online_x = online_a;  // the next layer's input: the GPU's (checked above for ReLU)
+    target_x = target_a;
+    w_at += in * out + out;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Tilings, DqnFusedStepForward,
+    ::testing::Values(
+        // On an H200 (132 blocks): 64 + 64 items per layer instead of 128 + 64 tiles.
+        ForwardCase{{64, 256, 256, 3}, 256, kernels::ActivationKind::Relu, 0, {-1, -1},
+                    "bench_shape_device_grid"},
+        // 400 online rows: the last pair's first half has 16 rows, its second half none; on an
+        // H200 pairs (56 + 56 items on 132 blocks; 104 + 56 tiles would take two rounds).
+        ForwardCase{{64, 256, 256, 3}, 200, kernels::ActivationKind::Relu, 0, {-1, -1},
+                    "batch_200_device_grid"},
+        // Forced on any device: layer 1 (K 70: a partial second chunk) in pairs (14 + 14 items
+        // on 30 blocks, 26 + 14 tiles would not fit), layer 2 in tiles (13 + 7 fit).
+        ForwardCase{{70, 64, 32, 4}, 200, kernels::ActivationKind::Relu, 30, {1, 0},
+                    "batch_200_pairs_then_tiles_30_blocks"},
+        // 34 online rows on 4 blocks: one pair per column, its second half 2 rows (2 + 2 items;
+        // 4 + 2 tiles would take two rounds).
+        ForwardCase{{4, 64, 64, 2}, 17, kernels::ActivationKind::Relu, 4, {1, 1},
+                    "batch_17_pairs_second_half_2_rows_4_blocks"},
+        ForwardCase{{4, 64, 64, 2}, 17, kernels::ActivationKind::Tanh, 4, {1, 1},
+                    "batch_17_pairs_tanh_z_only_4_blocks"},
+        // Two online rows, one target row: 32 x 32 tiles (a pair would be as many items).
+        ForwardCase{{64, 256, 256, 3}, 1, kernels::ActivationKind::Relu, 0, {0, 0},
+                    "batch_1_tiles"}),
+    [](const ::testing::TestParamInfo<ForwardCase>& info) { return std::string(info.param.name); });
+
+// The CPU emulation of the forward tiles' order (the bit-for-bit oracle above) on random fp32
+// inputs, 67 rows x 40 outputs for K = 1, 70 (a partial chunk) and 256 (four chunks): z agrees
+// with the double-precision dot products to fp32 rounding and a = relu(z); and it can tell
+// orders apart: with the groups added in reverse or k summed in one chain, some outputs' bits
+// differ (K > 16), so the GPU check would fail if the kernel's slice order changed. No GPU.
+TEST(DqnFusedStepForwardEmulation, AgreesWithDoublesAndTellsOrdersApart) {
+  const std::size_t rows = 67, out = 40;
+  std::mt19937_64 rng(5150);
+  for (const std::size_t in : {std::size_t{1}, std::size_t{70}, std::size_t{256}}) {
+    const std::vector<float> x = random_floats(rows * in, -1.0f, 1.0f, rng);
+    const std::vector<float> w = random_floats(out * in, -0.5f, 0.5f, rng);
+    const std::vector<float> bias = random_floats(out, -0.2f, 0.2f, rng);
+    const ForwardLayerBits got =
+        emulate_forward_layer(x.data(), rows, w.data(), bias.data(), in, out);
+    std::vector<double> z(rows * out);
+    std::size_t zero_a = 0;
+    for (std::size_t r = 0; r < rows; ++r)
+      for (std::size_t o = 0; o < out; ++o) {
+        double sum = bias[o];
+        for (std::size_t k = 0; k < in; ++k)
+          sum += static_cast<double>(x[r * in + k]) * w[o * in + k];
+        z[r * out + o] = sum;
+        const float gz = got.z[r * out + o], ga = got.a[r * out + o];
+        EXPECT_EQ(ga, gz > 0.0f ? gz : 0.0f) << "K " << in << ": a = relu(z)";
+        zero_a += ga == 0.0f;
+      }
+    expect_close(got.z, z, {1e-5, 1e-5}, "emulated z, K " + std::to_string(in));
+    EXPECT_GT(zero_a, 0u) << "K " << in << ": some a must be cut to 0";
+    for (const SumOrder order : {SumOrder::GroupsReversed, SumOrder::Sequential}) {
+      const ForwardLayerBits other =
+          emulate_forward_layer(x.data(), rows, w.data(), bias.data(), in, out, order);
+      std::size_t differ = 0;
+      for (std::size_t i = 0; i < got.z.size(); ++i)
+        differ += std::bit_cast<std::uint32_t>(got.z[i]) != std::bit_cast<std::uint32_t>(other.z[i]);
+      const char* name = order == SumOrder::Sequential ? "one chain" : "groups reversed";
+      std::printf("    K %3zu: %zu of %zu z differ in bits with %s\n", in, differ, got.z.size(),
+                  name);
+      if (in > 16)
+        EXPECT_GT(differ, got.z.size() / 20) << "K " << in << ", " << name;
+      else
+        EXPECT_EQ(differ, 0u) << "K " << in << ": one product per output, any order";
+    }
+  }
 }
 
 // The CPU emulation of the head's order (the bit-for-bit oracle above) against the double-precision
