@@ -136,6 +136,13 @@ TEST_F(KernelTimelineTest, KernelsOnOneStreamInOrderWithTheirDurations) {
 }
 
 TEST_F(KernelTimelineTest, AKernelOnASecondStreamOverlaps) {
+  // Each kernel launched once before: with lazy module loading (CUDA's default) a kernel's
+  // first launch loads it, and the load waited for the spinning kernel (the H200 started the
+  // beside kernel 6 ms late without this).
+  timeline_spin_first<<<1, 32, 0, stream_>>>(0);
+  timeline_spin_beside<<<1, 32, 0, other_stream_>>>(0);
+  CUDA_OK(cudaGetLastError());
+  CUDA_OK(cudaDeviceSynchronize());
   KernelTimeline timeline;
   timeline.start();
   timeline_spin_first<<<1, 32, 0, stream_>>>(4 * kLongNs);        // 200 us
