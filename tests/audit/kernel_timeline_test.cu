@@ -43,6 +43,7 @@ __global__ void timeline_spin_beside(std::uint64_t ns) { spin_for(ns); }
 
 constexpr std::uint64_t kShortNs = 20000;  // 20 us
 constexpr std::uint64_t kLongNs = 50000;   // 50 us
+constexpr std::uint64_t kOverlapNs = 20000000;  // 20 ms: the long kernel of the overlap case
 
 // The records of kernels whose base name starts with "timeline_spin" (the context may run
 // others, e.g. the runtime's own), in start order.
@@ -136,16 +137,17 @@ TEST_F(KernelTimelineTest, KernelsOnOneStreamInOrderWithTheirDurations) {
 }
 
 TEST_F(KernelTimelineTest, AKernelOnASecondStreamOverlaps) {
-  // Each kernel launched once before: with lazy module loading (CUDA's default) a kernel's
-  // first launch loads it, and the load waited for the spinning kernel (the H200 started the
-  // beside kernel 6 ms late without this).
+  // Each kernel launched once before (with lazy module loading a kernel's first launch loads
+  // it), and the long kernel spins 20 ms: on the H200 the beside kernel's launch under a new
+  // timeline still started 2.1 ms after a 200 us long kernel (6 ms without the warm-up): the
+  // host's first launch of a function under CUPTI's kernel records is slow, not the GPU.
   timeline_spin_first<<<1, 32, 0, stream_>>>(0);
   timeline_spin_beside<<<1, 32, 0, other_stream_>>>(0);
   CUDA_OK(cudaGetLastError());
   CUDA_OK(cudaDeviceSynchronize());
   KernelTimeline timeline;
   timeline.start();
-  timeline_spin_first<<<1, 32, 0, stream_>>>(4 * kLongNs);        // 200 us
+  timeline_spin_first<<<1, 32, 0, stream_>>>(kOverlapNs);         // 20 ms
   timeline_spin_beside<<<1, 32, 0, other_stream_>>>(kShortNs);    // 20 us, meanwhile
   CUDA_OK(cudaGetLastError());
   const KernelTimelineResult result = timeline.stop_and_collect();
