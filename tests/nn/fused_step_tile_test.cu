@@ -19,6 +19,7 @@
 #include "kernels/nn/fused_step_phases.cuh"
 #include "lib/core/device_buffer.h"
 #include "tests/nn/nn_test_support.h"
+#include "tests/nn/tile_order.h"
 #include "tests/support/gpu.h"
 
 namespace {
@@ -65,18 +66,16 @@ __global__ void __launch_bounds__(fs::kThreads)
 
 bool same_bits(float x, float y) { return std::memcmp(&x, &y, sizeof(float)) == 0; }
 
+namespace order = test::tile_order;
+static_assert(order::kChunk == fs::kChunk && order::kSlices == fs::kSlices &&
+                  order::kSliceK == fs::kSliceK,
+              "tests/nn/tile_order.h describes tile_product's chunks and slices");
+
 // C(i, j) in the documented order for A(i, k), B(j, k) (0 outside the matrices).
 template <typename OperandA, typename OperandB>
 float product_in_order(const OperandA& A, const OperandB& B, int i, int j, int K) {
-  const int chunks = (K + fs::kChunk - 1) / fs::kChunk;
-  float c[fs::kSlices] = {};
-  for (int g = 0; g < fs::kSlices; ++g)
-    for (int q = 0; q < chunks; ++q)
-      for (int kk = 0; kk < fs::kSliceK; ++kk) {
-        const int k = q * fs::kChunk + g * fs::kSliceK + kk;
-        c[g] = std::fmaf(A(i, k), B(j, k), c[g]);
-      }
-  return ((c[0] + c[1]) + c[2]) + c[3];
+  return order::in_order(order::slice_sums([&](int k) { return A(i, k); },
+                                           [&](int k) { return B(j, k); }, K));
 }
 
 TEST(FusedStepTile, ProductsMatchTheDocumentedOrderBitForBit) {
@@ -93,7 +92,6 @@ TEST(FusedStepTile, ProductsMatchTheDocumentedOrderBitForBit) {
     ASSERT_EQ(cudaGetLastError(), cudaSuccess);
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     const std::vector<float> out = d_out.download();
-    const int chunks = (K + fs::kChunk - 1) / fs::kChunk;
     for (int v = 0; v < 4; ++v) {
       const bool a_k = v == 0 || v == 2, b_k = v == 0 || v == 3, row_sums = v % 2 == 1;
       const auto A = [&](int i, int k) {
@@ -105,23 +103,16 @@ TEST(FusedStepTile, ProductsMatchTheDocumentedOrderBitForBit) {
       int mismatches = 0;
       std::string first;
       for (int i = 0; i < 32; ++i) {
-        float row_sum[fs::kSlices] = {};
         for (int j = 0; j < 32; ++j) {
-          float c[fs::kSlices] = {};
-          for (int g = 0; g < fs::kSlices; ++g)
-            for (int q = 0; q < chunks; ++q)
-              for (int kk = 0; kk < fs::kSliceK; ++kk) {
-                const int k = q * fs::kChunk + g * fs::kSliceK + kk;
-                c[g] = std::fmaf(A(i, k), B(j, k), c[g]);
-                if (j == 0) row_sum[g] += A(i, k);
-              }
-          const float want = ((c[0] + c[1]) + c[2]) + c[3];
+          const float want = product_in_order(A, B, i, j, K);
           if (!same_bits(want, out[v * kOutputs + i * 32 + j]) && mismatches++ == 0)
             first = "C(" + std::to_string(i) + ", " + std::to_string(j) + ") = " +
                     std::to_string(out[v * kOutputs + i * 32 + j]) + ", want " +
                     std::to_string(want);
         }
-        const float want = ((row_sum[0] + row_sum[1]) + row_sum[2]) + row_sum[3];
+        // A row sum's terms add exactly as fmaf(A, 1, .) does: one rounding of A + sum.
+        const float want = order::in_order(
+            order::slice_sums([&](int k) { return A(i, k); }, [](int) { return 1.0f; }, K));
         if (row_sums && !same_bits(want, out[v * kOutputs + 1024 + i]) && mismatches++ == 0)
           first = "row sum " + std::to_string(i);
       }

@@ -45,6 +45,7 @@
 #include "tests/nn/fused_step_test_support.h"
 #include "tests/nn/mlp_reference_support.h"
 #include "tests/nn/nn_test_support.h"
+#include "tests/nn/tile_order.h"
 #include "tests/reference/nn_reference.h"
 #include "tests/rl/dqn/dqn_reference.h"
 #include "tests/support/gpu.h"
@@ -535,21 +536,16 @@ enum class SumOrder { Tile, GroupsReversed, Sequential };
 
 float tile_order_dot(const float* a, const float* w, std::size_t in,
                      SumOrder order = SumOrder::Tile) {
-  constexpr std::size_t kChunk = 64, kSlices = 4, kSliceK = kChunk / kSlices;
   if (order == SumOrder::Sequential) {
     float sum = 0.0f;
     for (std::size_t k = 0; k < in; ++k) sum = std::fmaf(a[k], w[k], sum);
     return sum;
   }
-  const std::size_t chunks = (in + kChunk - 1) / kChunk;
-  std::array<float, kSlices> c{};
-  for (std::size_t g = 0; g < kSlices; ++g)
-    for (std::size_t q = 0; q < chunks; ++q)
-      for (std::size_t kk = 0; kk < kSliceK; ++kk) {
-        const std::size_t k = q * kChunk + g * kSliceK + kk;
-        c[g] = std::fmaf(k < in ? a[k] : 0.0f, k < in ? w[k] : 0.0f, c[g]);
-      }
-  return order == SumOrder::Tile ? ((c[0] + c[1]) + c[2]) + c[3] : ((c[3] + c[2]) + c[1]) + c[0];
+  const int K = static_cast<int>(in);
+  const std::array<float, test::tile_order::kSlices> c = test::tile_order::slice_sums(
+      [&](int k) { return k < K ? a[k] : 0.0f; }, [&](int k) { return k < K ? w[k] : 0.0f; }, K);
+  return order == SumOrder::Tile ? test::tile_order::in_order(c)
+                                 : ((c[3] + c[2]) + c[1]) + c[0];
 }
 
 // One hidden layer as forward_tile computes it: z = x W^T + b per output (tile_order_dot, then
