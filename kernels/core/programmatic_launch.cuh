@@ -45,6 +45,10 @@ struct LaunchShape {
   // measured stream-ordered on the H200 even with the programmatic attribute (it starts once
   // the previous kernel completes); its waits are then no-ops.
   bool cooperative = false;
+  // > 0: thread-block clusters of this many blocks along x (cudaLaunchAttributeClusterDimension;
+  // grid.x must be a multiple of it, at most 8 for a portable size). Unlike a cooperative launch,
+  // a cluster launch keeps the programmatic attribute's early start.
+  unsigned cluster_blocks = 0;
 };
 
 // kernel<<<shape>>>(args) on `stream`, with the programmatic-serialization attribute when
@@ -53,7 +57,7 @@ struct LaunchShape {
 template <typename... KernelArgs, typename... Args>
 void launch_after_prior(const LaunchShape& shape, cudaStream_t stream,
                         void (*kernel)(KernelArgs...), Args&&... args) {
-  cudaLaunchAttribute attributes[2]{};
+  cudaLaunchAttribute attributes[3]{};
   unsigned count = 0;
   if (programmatic_launches_enabled()) {
     attributes[count].id = cudaLaunchAttributeProgrammaticStreamSerialization;
@@ -63,6 +67,13 @@ void launch_after_prior(const LaunchShape& shape, cudaStream_t stream,
   if (shape.cooperative) {
     attributes[count].id = cudaLaunchAttributeCooperative;
     attributes[count].val.cooperative = 1;
+    ++count;
+  }
+  if (shape.cluster_blocks > 0) {
+    attributes[count].id = cudaLaunchAttributeClusterDimension;
+    attributes[count].val.clusterDim.x = shape.cluster_blocks;
+    attributes[count].val.clusterDim.y = 1;
+    attributes[count].val.clusterDim.z = 1;
     ++count;
   }
   cudaLaunchConfig_t config{};

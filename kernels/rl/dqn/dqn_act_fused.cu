@@ -1,7 +1,10 @@
-// The fused DQN acting step (contract in dqn_act_fused.h). One cooperative kernel of
-// kThreads-thread blocks (kernels/nn/fused_step_phases.cuh):
-//   forward l = 1 .. L-1  the hidden layers' 32 x 32 tiles over the N rows, a grid barrier after
-//                         each (the next layer reads every block's tiles)
+// The fused DQN acting step (contract in dqn_act_fused.h). One kernel of kThreads-thread blocks
+// (kernels/nn/fused_step_phases.cuh), its layers separated by a barrier of all its blocks: a
+// cluster barrier when the grid is one thread-block cluster (at most kMostClusterBlocks blocks),
+// else a grid barrier of a cooperative launch:
+//   forward l = 1 .. L-1  the hidden layers' 32 x 32 tiles over the N rows, the barrier after
+//                         each (the next layer reads every block's tiles through L2; the
+//                         barrier's release/acquire at cluster or grid scope orders them)
 //   head                  8-row tiles, one warp per row: lane o < A computes Q(o) (output dots
 //                         plus bias), writes it, and lane 0 picks the row's action with
 //                         epsilon_greedy_action (the separate kernel's function)
@@ -33,6 +36,7 @@ struct ActArgs {
   const float* observations;
   int rows;  // N
   DqnActExploration exploration;
+  bool one_cluster;  // the grid is one cluster: cluster barriers; else cooperative: grid barriers
 };
 
 template <ActivationKind Kind>
@@ -46,7 +50,10 @@ __global__ void __launch_bounds__(kThreads) dqn_act_fused(const __grid_constant_
   for (int l = 1; l < L; ++l) {
     const int tiles = forward_tiles(pass, l);
     for (int t = blockIdx.x; t < tiles; t += gridDim.x) forward_tile<Kind>(chunks, pass, l, t);
-    grid.sync();
+    if (p.one_cluster)
+      cg::this_cluster().sync();
+    else
+      grid.sync();
   }
   const std::uint64_t step = *p.exploration.vector_step;
   const double epsilon =
@@ -121,10 +128,16 @@ void launch_dqn_act_fused(std::int32_t* actions, float* q_values, const FusedSte
     fail(std::string(actions == nullptr ? "actions" : q_values == nullptr ? "q_values" : "observations") +
              " is null", __LINE__);
   if (exploration.vector_step == nullptr) fail("vector_step is null", __LINE__);
+  const bool one_cluster = grid <= kMostClusterBlocks;
   const ActArgs args{actions, q_values, online, scratch, observations, static_cast<int>(env_count),
-                     exploration};
-  with_kernel(online.hidden_activation, op,
-              [&](auto kernel) { launch_cooperative(kernel, grid, args, stream); });
+                     exploration, one_cluster};
+  with_kernel(online.hidden_activation, op, [&](auto kernel) {
+    if (one_cluster)
+      launch_after_prior({dim3(grid), dim3(kThreads), 0, /*cooperative=*/false, grid}, stream,
+                         kernel, args);
+    else
+      launch_cooperative(kernel, grid, args, stream);
+  });
 }
 
 }  // namespace resident::kernels::dqn

@@ -2,7 +2,11 @@
 // random networks (non-zero biases) and observations, outputs poisoned first (actions -7, Q NaN).
 // Shapes: the DQN bench's 32 x (64-256-256-3) ReLU, CartPole's 1 x (4-64-64-2) ELU, 33 x
 // (7-33-4) tanh (two layers; a row and a column past a 32-tile), and 70 x (10-40-30-20-6) GELU
-// (four layers) on 3 blocks, so every block takes several tiles and head rows. At three vector steps (epsilon 0.9, 0.585 and 0 on a linear
+// (four layers) on 3 blocks, so every block takes several tiles and head rows. Grids of at most
+// kMostClusterBlocks blocks run as one cluster (cluster barriers): the bench's 8, the bench shape
+// on 5, CartPole's, 33 x 7-33-4's and the 3-block case; larger grids cooperatively (grid
+// barriers): 70 x 10-40-30-20-6 on the host's grid (9, from its 9 head tiles) and on 12 blocks.
+// At three vector steps (epsilon 0.9, 0.585 and 0 on a linear
 // schedule): every Q-value against the double-precision forward of the same parameters; every
 // action exactly equal to the epsilon-greedy reference (its own Philox) on the kernel's Q-values;
 // and where the reference Q-values' best action leads the next by more than the Q tolerance, a
@@ -136,14 +140,30 @@ INSTANTIATE_TEST_SUITE_P(
         ActCase{{64, 256, 256, 3}, 32, kernels::ActivationKind::Relu, 0, "bench 32 x 64-256-256-3"},
         ActCase{{4, 64, 64, 2}, 1, kernels::ActivationKind::Elu, 0, "cartpole 1 x 4-64-64-2"},
         ActCase{{7, 33, 4}, 33, kernels::ActivationKind::Tanh, 0, "33 x 7-33-4 tanh"},
+        ActCase{{64, 256, 256, 3}, 32, kernels::ActivationKind::Relu, 5,
+                "bench 32 x 64-256-256-3 on 5 blocks"},
         ActCase{{10, 40, 30, 20, 6}, 70, kernels::ActivationKind::GeluTanh, 3,
-                "70 x 10-40-30-20-6 gelu on 3 blocks"}),
+                "70 x 10-40-30-20-6 gelu on 3 blocks"},
+        ActCase{{10, 40, 30, 20, 6}, 70, kernels::ActivationKind::GeluTanh, 0,
+                "70 x 10-40-30-20-6 gelu on the host's grid"},
+        ActCase{{10, 40, 30, 20, 6}, 70, kernels::ActivationKind::GeluTanh, 12,
+                "70 x 10-40-30-20-6 gelu on 12 blocks"}),
     [](const ::testing::TestParamInfo<ActCase>& info) {
       std::string name = info.param.name;
       for (char& ch : name)
         if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
       return name;
     });
+
+// The host's grids put the cases above on both paths: the bench shape on one cluster (its 8 tiles
+// per layer), 70 x 10-40-30-20-6 (9 head tiles) cooperatively.
+TEST(DqnActFusedGrid, BenchShapeIsOneClusterAndSeventyRowsAreCooperative) {
+  RESIDENT_REQUIRE_GPU();
+  using W = std::vector<std::size_t>;
+  EXPECT_EQ(kd::dqn_act_fused_grid(W{64, 256, 256, 3}, 32, {}), 8u);
+  EXPECT_LE(kd::dqn_act_fused_grid(W{64, 256, 256, 3}, 32, {}), kd::kMostClusterBlocks);
+  EXPECT_GT(kd::dqn_act_fused_grid(W{10, 40, 30, 20, 6}, 70, {}), kd::kMostClusterBlocks);
+}
 
 // Refused before any device work: each names the offending value.
 TEST(DqnActFusedArguments, RefusesBadViewsNamingTheValue) {
