@@ -17,8 +17,8 @@
 //   skipped + n and size. Rows, leaves and generations are overwritten.
 // Deterministic: every kept node is recomputed from its descendants, never accumulated.
 #include "kernels/replay/replay_kernels.h"
-#include "kernels/core/copy_row_pair.cuh"
 #include "kernels/replay/replay_tree.cuh"
+#include "kernels/replay/write_rows.cuh"
 #include "kernels/core/launch_config.h"
 #include "kernels/core/programmatic_launch.cuh"
 #include "lib/core/error.h"
@@ -36,57 +36,15 @@ constexpr std::uint64_t kSmallInsertElements = 16384;
 constexpr int kSmallInsertBlock = 256;
 constexpr std::uint64_t kWideRow = 1024;  // copy_rows: wider rows get a block each
 
-// The rows of an inserted batch ([n, state_dim] states and next states, [n] the rest).
-struct InsertedRows {
-  const float* states = nullptr;
-  const std::int32_t* actions = nullptr;
-  const float* rewards = nullptr;
-  const float* next_states = nullptr;
-  const std::uint8_t* dones = nullptr;
-};
-
-// Rows first_row, first_row + row_stride, ... of the n-row batch to slots (cursor + row) %
-// capacity (cursor < capacity, n <= capacity), one row per group of `group_size` threads: the
-// group's lanes over the state elements (coalesced, every load before any store:
-// kernels/core/copy_row_pair.cuh), its lane 0 the row's scalars (loaded with them, stored
-// after).
-__device__ inline void copy_rows_by_group(const ReplayStorageView& storage, std::uint32_t capacity,
-                                          std::uint32_t cursor, const InsertedRows& rows,
-                                          std::uint32_t n, std::uint32_t first_row,
-                                          std::uint32_t row_stride, std::uint32_t lane,
-                                          std::uint32_t group_size) {
-  const std::uint64_t dim = storage.state_dim;
-  for (std::uint32_t row = first_row; row < n; row += row_stride) {
-    const std::uint32_t wrapped = cursor + row;  // < 2 capacity <= 2^31
-    const std::uint32_t slot = wrapped >= capacity ? wrapped - capacity : wrapped;
-    std::int32_t action = 0;
-    float reward = 0.0f;
-    std::uint8_t done = 0;
-    if (lane == 0) {
-      action = rows.actions[row];
-      reward = rows.rewards[row];
-      done = rows.dones[row];
-    }
-    copy_row_pair(rows.states + row * dim, rows.next_states + row * dim,
-                  storage.states + slot * dim, storage.next_states + slot * dim, dim, lane,
-                  group_size, [] {});
-    if (lane == 0) {
-      storage.actions[slot] = action;
-      storage.rewards[slot] = reward;
-      storage.dones[slot] = done;
-    }
-  }
-}
-
 __global__ void copy_rows(ReplayStorageView storage, const ReplayCounters* counters,
-                          std::uint32_t capacity, InsertedRows rows, std::uint32_t n,
+                          std::uint32_t capacity, TransitionRowsView rows, std::uint32_t n,
                           std::uint32_t skipped) {
   const std::uint32_t cursor = static_cast<std::uint32_t>(
       (std::uint64_t{counters->cursor} + skipped) % capacity);
   // A row per warp; rows wider than kWideRow elements a row per block (one warp would serialize).
   const std::uint32_t group_size = storage.state_dim > kWideRow ? blockDim.x : 32;
   const std::uint32_t groups_per_block = blockDim.x / group_size;
-  copy_rows_by_group(storage, capacity, cursor, rows, n,
+  write_rows_by_group(storage, capacity, cursor, rows, n,
                      blockIdx.x * groups_per_block + threadIdx.x / group_size,
                      gridDim.x * groups_per_block, threadIdx.x % group_size, group_size);
 }
@@ -111,7 +69,7 @@ __device__ inline void advance_counters(ReplayCounters* counters, std::uint64_t 
 // levels. Any block size that is a multiple of 32 (at least 64 with copy_rows_too).
 __global__ void __launch_bounds__(kTreeBlock)
     write_inserted_leaves(ReplayStorageView storage, ReplayTreeView tree, ReplayCounters* counters,
-                          InsertedRows rows, bool copy_rows_too, std::uint32_t n,
+                          TransitionRowsView rows, bool copy_rows_too, std::uint32_t n,
                           std::uint32_t skipped) {
   allow_next_kernel_to_start();  // the draw after an insert may schedule its blocks
   const std::uint32_t capacity = tree.capacity;
@@ -164,7 +122,7 @@ __global__ void __launch_bounds__(kTreeBlock)
       below = height;
     }
   } else {
-    copy_rows_by_group(storage, capacity, cursor, rows, n, threadIdx.x / 32 - 1,
+    write_rows_by_group(storage, capacity, cursor, rows, n, threadIdx.x / 32 - 1,
                        blockDim.x / 32 - 1, threadIdx.x % 32, 32);
   }
   __syncthreads();  // every thread has read counters->cursor
@@ -174,13 +132,10 @@ __global__ void __launch_bounds__(kTreeBlock)
 }  // namespace
 
 void launch_insert_transitions(ReplayStorageView storage, ReplayTreeView tree,
-                               ReplayCounters* counters, const float* states,
-                               const std::int32_t* actions, const float* rewards,
-                               const float* next_states, const std::uint8_t* dones,
-                               std::uint32_t n, std::uint32_t skipped, cudaStream_t stream) {
+                               ReplayCounters* counters, TransitionRowsView rows, std::uint32_t n,
+                               std::uint32_t skipped, cudaStream_t stream) {
   const NvtxRange range("replay/insert");
   if (n == 0) return;
-  const InsertedRows rows{states, actions, rewards, next_states, dones};
   const std::uint64_t total = std::uint64_t{n} * storage.state_dim;
   if (n <= kSmallInsert && total <= kSmallInsertElements) {  // rows, leaves, tree: one launch
     write_inserted_leaves<<<1, kSmallInsertBlock, 0, stream>>>(storage, tree, counters, rows,
@@ -193,8 +148,20 @@ void launch_insert_transitions(ReplayStorageView storage, ReplayTreeView tree,
   const unsigned blocks = grid_stride_blocks(n, rows_per_block, 4096);
   copy_rows<<<blocks, kCopyBlock, 0, stream>>>(storage, counters, tree.capacity, rows, n, skipped);
   RESIDENT_CHECK_LAUNCH("copy_rows");
-  write_inserted_leaves<<<1, kTreeBlock, 0, stream>>>(storage, tree, counters, InsertedRows{},
+  write_inserted_leaves<<<1, kTreeBlock, 0, stream>>>(storage, tree, counters, TransitionRowsView{},
                                                       false, n, skipped);
+  RESIDENT_CHECK_LAUNCH("write_inserted_leaves");
+}
+
+void launch_insert_leaves(ReplayStorageView storage, ReplayTreeView tree, ReplayCounters* counters,
+                          std::uint32_t n, cudaStream_t stream) {
+  const NvtxRange range("replay/insert_leaves");
+  if (n == 0) return;
+  // A DQN vector step's few leaves touch one or two nodes per kept level: one warp (cheap
+  // barriers); more leaves get kTreeBlock threads.
+  const unsigned threads = n <= kSmallInsert ? 32 : kTreeBlock;
+  write_inserted_leaves<<<1, threads, 0, stream>>>(storage, tree, counters, TransitionRowsView{},
+                                                   false, n, 0);
   RESIDENT_CHECK_LAUNCH("write_inserted_leaves");
 }
 

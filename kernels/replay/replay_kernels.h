@@ -18,10 +18,15 @@ namespace resident::kernels {
 // live maximum priority (1.0 when none is positive); bumps the slots' generations by the writes
 // of the whole batch; advances cursor by skipped + n, and size. Overwrites rows and leaves.
 void launch_insert_transitions(ReplayStorageView storage, ReplayTreeView tree,
-                               ReplayCounters* counters, const float* states,
-                               const std::int32_t* actions, const float* rewards,
-                               const float* next_states, const std::uint8_t* dones,
-                               std::uint32_t n, std::uint32_t skipped, cudaStream_t stream);
+                               ReplayCounters* counters, TransitionRowsView rows, std::uint32_t n,
+                               std::uint32_t skipped, cudaStream_t stream);
+
+// The tree part of an insert of n <= capacity rows (skipped = 0), without the rows: the leaves
+// of slots cursor .. cursor + n - 1 (wrapping) get the live maximum priority, their generations
+// grow by one, cursor and size advance. The rows must follow (launch_sample_proportional's
+// pending rows) before anything reads those slots' rows.
+void launch_insert_leaves(ReplayStorageView storage, ReplayTreeView tree, ReplayCounters* counters,
+                          std::uint32_t n, cudaStream_t stream);
 
 // Sets p = (|td| + eps)^alpha for each entry, in order: the last writable entry of an index
 // wins; non-finite priorities, stale generations and indices >= size are dropped and counted.
@@ -37,7 +42,10 @@ void launch_update_priorities(ReplayTreeView tree, ReplayCounters* counters,
                               cudaStream_t stream, std::uint64_t* phase_times = nullptr);
 
 // Proportional draws: out_indices/out_generations/out_weights [batch], and each draw's row
-// gathered from `storage` into `rows` (fused: no separate gather launch). Uniforms come from
+// gathered from `storage` into `rows` (fused: no separate gather launch). pending_rows
+// [pending_count] (0: none) are the rows of the split insert just before (launch_insert_leaves):
+// the draw writes row j to slot (cursor - pending_count + j) % capacity, and a draw of one of
+// those slots copies its row from pending_rows. Uniforms come from
 // `uniforms` [batch] when non-null (tests), else from Philox keyed by (seed, step). Advances
 // the device step by one. phase_times (diagnostics, null: off): 6 + ceil(log2(P) / 5)
 // %globaltimer readings of draw 0's lane 0 (kernels/core/phase_clock.cuh): entry, after the wait
@@ -49,7 +57,8 @@ void launch_sample_proportional(std::uint32_t* out_indices, std::uint32_t* out_g
                                 ReplayStorageView storage, ReplayTreeView tree,
                                 const std::uint32_t* generations_now, ReplayCounters* counters,
                                 const double* uniforms, std::uint64_t seed, std::uint32_t batch,
-                                ReplayParams params, cudaStream_t stream,
+                                ReplayParams params, TransitionRowsView pending_rows,
+                                std::uint32_t pending_count, cudaStream_t stream,
                                 std::uint64_t* phase_times = nullptr);
 
 // Rank-based draws over priorities sorted in descending order (ties by slot ascending):

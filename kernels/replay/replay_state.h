@@ -41,6 +41,16 @@ struct ReplayStorageView {
   std::uint32_t state_dim;
 };
 
+// Transition rows outside the storage (an insert's input): states/next_states [n, state_dim],
+// the rest [n], row-major.
+struct TransitionRowsView {
+  const float* states;
+  const std::int32_t* actions;
+  const float* rewards;
+  const float* next_states;
+  const std::uint8_t* dones;
+};
+
 // Where a sample's rows go: states/next_states [batch, state_dim], the rest [batch].
 struct SampledRowsView {
   float* states;

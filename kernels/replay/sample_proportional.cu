@@ -9,6 +9,11 @@
 // the min tree. The same warp copies the drawn row into `rows` (copy_row_by_warp), its loads in
 // flight with the draw's generation while lane 0 computes the weight (the leaf's priority comes
 // from the descent's registers). Outputs [batch] overwritten.
+// After a split insert (launch_insert_leaves: leaves, generations and cursor already written)
+// the draw also writes that insert's pending rows to their slots, row j of block b's step warp
+// for j = b, b + grid, ... (before it waits for the block's draw warps), and a draw warp whose
+// slot is one of them copies the row from pending_rows instead: nothing in the kernel reads a
+// slot's row that it writes, so the outputs equal an insert's followed by the draw, bit for bit.
 // The device step advances by one once every draw has read it, off the draws' path: each block
 // has one more warp, the step warp, which waits at a named barrier until the block's draw warps
 // have read the step (they arrive without waiting), counts the block in (fence, atomic add), and
@@ -17,6 +22,7 @@
 #include "kernels/core/programmatic_launch.cuh"
 #include "kernels/replay/gather_row.cuh"
 #include "kernels/replay/replay_sampling.cuh"
+#include "kernels/replay/write_rows.cuh"
 #include "lib/core/error.h"
 #include "lib/core/nvtx_range.h"
 
@@ -84,7 +90,8 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
                         ReplayTreeView tree,
                         const std::uint32_t* generations_now, ReplayCounters* counters,
                         const double* uniforms, std::uint64_t seed, std::uint32_t batch,
-                        ReplayParams params, std::uint64_t* phase_times) {
+                        ReplayParams params, TransitionRowsView pending_rows,
+                        std::uint32_t pending_count, std::uint64_t* phase_times) {
   PhaseClock clock{phase_times};  // block 0's thread 0: draw 0's lane 0
   clock.mark();
   allow_next_kernel_to_start();
@@ -95,9 +102,20 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
   // Lane 0 reads the step; the shuffle consumes the value, so the read is complete before this
   // warp's barrier arrive (which also releases it).
   std::uint64_t step = 0;
-  if (lane == 0) step = counters->step;
+  std::uint32_t cursor = 0;
+  if (lane == 0) {
+    step = counters->step;
+    if (pending_count > 0) cursor = counters->cursor;
+  }
   step = __shfl_sync(kFullMask, step, 0);
+  cursor = __shfl_sync(kFullMask, cursor, 0);
+  const std::uint32_t capacity = tree.capacity;
+  // The pending rows' first slot: the insert advanced the cursor past them (count <= capacity).
+  const std::uint32_t shifted = cursor + (capacity - pending_count);  // < 2 capacity <= 2^31
+  const std::uint32_t first_pending = shifted >= capacity ? shifted - capacity : shifted;
   if (warp == kWarpsPerBlock) {  // the step warp
+    write_rows_by_group(storage, capacity, first_pending, pending_rows, pending_count, blockIdx.x,
+                        gridDim.x, static_cast<std::uint32_t>(lane), 32);
     // Waits until the block's draw warps have read the step (bar.arrive releases their reads),
     // then counts the block in; the block counted last advances the step.
     asm volatile("bar.sync %0, %1;" ::"n"(kStepReadBarrier), "n"(kThreadsPerBlock) : "memory");
@@ -131,8 +149,13 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
     // load (gather_row.cuh).
     std::uint32_t generation = 0;
     if (lane == 0) generation = generations_now[slot];
+    // A pending slot's row is not in the storage yet: it comes from pending_rows.
+    const std::uint32_t past_first =
+        slot >= first_pending ? slot - first_pending : slot + (capacity - first_pending);
+    const bool pending = past_first < pending_count;
     float weight = 0.0f;
-    copy_row_by_warp(rows, storage, k, slot, lane, [&] {
+    copy_row_by_warp(rows, pending ? pending_rows : stored_rows(storage), storage.state_dim, k,
+                     pending ? past_first : slot, lane, [&] {
       if (lane == 0) weight = is_weight(leaf / total, min_probability, beta);
     });
     clock.mark();
@@ -150,13 +173,15 @@ void launch_sample_proportional(std::uint32_t* out_indices, std::uint32_t* out_g
                                 ReplayStorageView storage, ReplayTreeView tree,
                                 const std::uint32_t* generations_now, ReplayCounters* counters,
                                 const double* uniforms, std::uint64_t seed, std::uint32_t batch,
-                                ReplayParams params, cudaStream_t stream,
+                                ReplayParams params, TransitionRowsView pending_rows,
+                                std::uint32_t pending_count, cudaStream_t stream,
                                 std::uint64_t* phase_times) {
   const NvtxRange range("replay/sample_proportional");
   const unsigned blocks = (batch + kWarpsPerBlock - 1) / kWarpsPerBlock;
   launch_after_prior({dim3(blocks), dim3(kThreadsPerBlock)}, stream, sample_proportional,
                      out_indices, out_generations, out_weights, rows, storage, tree,
-                     generations_now, counters, uniforms, seed, batch, params, phase_times);
+                     generations_now, counters, uniforms, seed, batch, params, pending_rows,
+                     pending_count, phase_times);
   RESIDENT_CHECK_LAUNCH("sample_proportional");
 }
 

@@ -119,7 +119,16 @@ kernels::ReplayStorageView GpuReplayBuffer::storage_view() noexcept {
           static_cast<std::uint32_t>(config_.state_dim)};
 }
 
+void GpuReplayBuffer::require_no_pending_rows(const char* call) const {
+  if (pending_rows_ != 0)
+    throw Error(call, "call out of order",
+                std::to_string(pending_rows_) +
+                    " rows of insert_leaves are pending: sample_inserting must write them first",
+                __FILE__, __LINE__);
+}
+
 void GpuReplayBuffer::insert_batch(const DeviceTransitions& batch, std::size_t n) {
+  require_no_pending_rows("GpuReplayBuffer::insert_batch");
   if (n == 0) return;
   if (batch.states == nullptr || batch.actions == nullptr || batch.rewards == nullptr ||
       batch.next_states == nullptr || batch.dones == nullptr)
@@ -130,25 +139,66 @@ void GpuReplayBuffer::insert_batch(const DeviceTransitions& batch, std::size_t n
   // Only the last `capacity` rows of an oversized batch survive: skip the others up front.
   const std::size_t skip = n > config_.capacity ? n - config_.capacity : 0;
   const std::size_t dim = config_.state_dim;
-  kernels::launch_insert_transitions(storage_view(), tree_view(), counters_.data(),
-                                     batch.states + skip * dim, batch.actions + skip,
-                                     batch.rewards + skip, batch.next_states + skip * dim,
-                                     batch.dones + skip, static_cast<std::uint32_t>(n - skip),
+  const kernels::TransitionRowsView kept{batch.states + skip * dim, batch.actions + skip,
+                                         batch.rewards + skip, batch.next_states + skip * dim,
+                                         batch.dones + skip};
+  kernels::launch_insert_transitions(storage_view(), tree_view(), counters_.data(), kept,
+                                     static_cast<std::uint32_t>(n - skip),
                                      static_cast<std::uint32_t>(skip), stream_);
   size_ = std::min(size_ + (n - skip), config_.capacity);
 }
 
-DeviceSampledBatch GpuReplayBuffer::sample(std::size_t batch) { return draw(nullptr, batch); }
+DeviceSampledBatch GpuReplayBuffer::sample(std::size_t batch) {
+  require_no_pending_rows("GpuReplayBuffer::sample");
+  return draw(nullptr, batch, {}, 0);
+}
+
+void GpuReplayBuffer::insert_leaves(std::size_t n, cudaStream_t stream) {
+  require_no_pending_rows("GpuReplayBuffer::insert_leaves");
+  if (is_rank(config_))
+    throw_invalid("GpuReplayBuffer::insert_leaves",
+                  "mode = rank: the split insert draws proportionally (use insert_batch)",
+                  __FILE__, __LINE__);
+  if (n == 0 || n > config_.capacity)
+    throw_invalid("GpuReplayBuffer::insert_leaves",
+                  "n = " + std::to_string(n) + ", allowed [1, " +
+                      std::to_string(config_.capacity) + "] (the capacity)",
+                  __FILE__, __LINE__);
+  kernels::launch_insert_leaves(storage_view(), tree_view(), counters_.data(),
+                                static_cast<std::uint32_t>(n), stream);
+  size_ = std::min(size_ + n, config_.capacity);
+  pending_rows_ = n;
+}
+
+DeviceSampledBatch GpuReplayBuffer::sample_inserting(const DeviceTransitions& rows,
+                                                     std::size_t n, std::size_t batch) {
+  if (n != pending_rows_)
+    throw_invalid("GpuReplayBuffer::sample_inserting",
+                  "n = " + std::to_string(n) + ", but insert_leaves left " +
+                      std::to_string(pending_rows_) + " rows pending",
+                  __FILE__, __LINE__);
+  if (n == 0) return sample(batch);
+  if (rows.states == nullptr || rows.actions == nullptr || rows.rewards == nullptr ||
+      rows.next_states == nullptr || rows.dones == nullptr)
+    throw_invalid("GpuReplayBuffer::sample_inserting", "a transition array is null", __FILE__,
+                  __LINE__);
+  const DeviceSampledBatch drawn = draw(nullptr, batch, rows, n);
+  pending_rows_ = 0;
+  return drawn;
+}
 
 DeviceSampledBatch GpuReplayBuffer::sample_with_uniforms(const double* device_uniforms,
                                                          std::size_t batch) {
+  require_no_pending_rows("GpuReplayBuffer::sample_with_uniforms");
   if (device_uniforms == nullptr)
     throw_invalid("GpuReplayBuffer::sample_with_uniforms", "device_uniforms is null", __FILE__,
                   __LINE__);
-  return draw(device_uniforms, batch);
+  return draw(device_uniforms, batch, {}, 0);
 }
 
-DeviceSampledBatch GpuReplayBuffer::draw(const double* device_uniforms, std::size_t batch) {
+DeviceSampledBatch GpuReplayBuffer::draw(const double* device_uniforms, std::size_t batch,
+                                         const DeviceTransitions& pending_rows,
+                                         std::size_t pending_count) {
   if (batch > max_batch_)
     throw_invalid("GpuReplayBuffer::sample", "batch = " + std::to_string(batch) +
                                                  ", allowed [1, " + std::to_string(max_batch_) +
@@ -175,7 +225,12 @@ DeviceSampledBatch GpuReplayBuffer::draw(const double* device_uniforms, std::siz
     kernels::launch_sample_proportional(out_indices_.data(), out_generations_.data(),
                                         out_weights_.data(), rows, storage_view(), tree_view(),
                                         generations_.data(), counters_.data(), device_uniforms,
-                                        seed_, b, params_, stream_, draw_phase_times_);
+                                        seed_, b, params_,
+                                        {pending_rows.states, pending_rows.actions,
+                                         pending_rows.rewards, pending_rows.next_states,
+                                         pending_rows.dones},
+                                        static_cast<std::uint32_t>(pending_count), stream_,
+                                        draw_phase_times_);
   }
   return {batch,
           out_indices_.data(),
@@ -220,6 +275,7 @@ void GpuReplayBuffer::update_priorities(const std::uint32_t* indices,
 void GpuReplayBuffer::update_priorities(const std::uint32_t* indices,
                                         const std::uint32_t* generations, const float* td_errors,
                                         std::size_t count, cudaStream_t stream) {
+  require_no_pending_rows("GpuReplayBuffer::update_priorities");
   if (count == 0) return;
   if (indices == nullptr || generations == nullptr || td_errors == nullptr)
     throw_invalid("GpuReplayBuffer::update_priorities", "an input array is null", __FILE__,
@@ -269,6 +325,7 @@ GpuReplayBuffer::TreeExtremes GpuReplayBuffer::read_tree_extremes() const {
 }
 
 std::vector<std::uint8_t> GpuReplayBuffer::save_state() const {
+  require_no_pending_rows("GpuReplayBuffer::save_state");
   RESIDENT_CUDA_CHECK(cudaStreamSynchronize(stream_));
   DeviceStateWriter w;
   const std::uint64_t size[1] = {size_};
@@ -287,6 +344,7 @@ std::vector<std::uint8_t> GpuReplayBuffer::save_state() const {
 }
 
 DeviceStateReader GpuReplayBuffer::stage_state(std::span<const std::uint8_t> bytes) {
+  require_no_pending_rows("GpuReplayBuffer::load_state");
   DeviceStateReader r(bytes, "GpuReplayBuffer::load_state");
   const std::uint64_t size = r.next<std::uint64_t>(1, "size")[0];
   if (size > config_.capacity)

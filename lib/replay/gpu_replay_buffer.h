@@ -82,6 +82,34 @@ class GpuReplayBuffer {
   void insert_batch(const DeviceTransitions& batch, std::size_t n);
   // Draws `batch` items (throws unless can_sample(batch)). Advances the device step.
   DeviceSampledBatch sample(std::size_t batch);
+
+  // An insert in two parts, for a caller that runs the tree work beside other work (DqnTrainer:
+  // beside its collection, on the stream of its priority update). insert_leaves(n, stream) does
+  // on `stream` what insert_batch(rows, n) does to the trees, generations, cursor and size (the
+  // new leaves at the live maximum priority), without the rows; the caller orders it with events
+  // after the buffer's earlier work and before sample_inserting. sample_inserting(rows, n, batch)
+  // then, on the buffer's stream, writes those n rows to their slots while it draws `batch`
+  // items (a draw of one of those slots copies its row from `rows`). Together they equal
+  // insert_batch(rows, n) followed by sample(batch), bit for bit. Proportional mode only;
+  // 1 <= n <= capacity; between the two calls the buffer takes no other call (each throws
+  // resident::Error naming the pending rows).
+  void insert_leaves(std::size_t n, cudaStream_t stream);
+  DeviceSampledBatch sample_inserting(const DeviceTransitions& rows, std::size_t n,
+                                      std::size_t batch);
+  // Rows of the last insert_leaves that no sample_inserting has written yet (0: none).
+  std::size_t pending_rows() const noexcept { return pending_rows_; }
+
+  // The host's shadow of the device state (size, pending rows): a caller whose CUDA-graph
+  // capture of buffer calls failed (nothing of it ran) puts it back as it was before.
+  struct HostShadow {
+    std::size_t size = 0;
+    std::size_t pending_rows = 0;
+  };
+  HostShadow host_shadow() const noexcept { return {size_, pending_rows_}; }
+  void restore_host_shadow(const HostShadow& shadow) noexcept {
+    size_ = shadow.size;
+    pending_rows_ = shadow.pending_rows;
+  }
   // The same with the uniforms given on the device ([batch], each in [0, 1)): for oracles.
   DeviceSampledBatch sample_with_uniforms(const double* device_uniforms, std::size_t batch);
   // p = (|td| + eps)^alpha for each entry, with the duplicate/stale/non-finite rules.
@@ -134,7 +162,9 @@ class GpuReplayBuffer {
   std::uint64_t rank_sort_temp_bytes() const noexcept { return sort_temp_.bytes(); }
 
  private:
-  DeviceSampledBatch draw(const double* device_uniforms, std::size_t batch);
+  DeviceSampledBatch draw(const double* device_uniforms, std::size_t batch,
+                          const DeviceTransitions& pending_rows, std::size_t pending_count);
+  void require_no_pending_rows(const char* call) const;
   kernels::ReplayTreeView tree_view() noexcept;
   kernels::ReplayStorageView storage_view() noexcept;
 
@@ -144,6 +174,7 @@ class GpuReplayBuffer {
   cudaStream_t stream_;
   std::size_t leaves_;
   std::size_t size_ = 0;
+  std::size_t pending_rows_ = 0;
   std::uint64_t* draw_phase_times_ = nullptr;
   std::uint64_t* update_phase_times_ = nullptr;
   kernels::ReplayParams params_{};

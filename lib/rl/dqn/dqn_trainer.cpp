@@ -360,23 +360,36 @@ void DqnTrainer::enqueue_step(bool train) {
   const cudaStream_t s = context_.stream();
   // The previous step's last priority update and train metrics beside this step's collection:
   // they read that step's sample views, td_errors_ and loss_, which nothing here rewrites before
-  // the join, and write the replay and the train counters, which the collection does not touch.
+  // the joins, and write the replay and the train counters, which the collection does not touch.
+  // After the update, this step's insert writes its leaves there too (the tree work does not
+  // need the rows; they follow with the first draw: GpuReplayBuffer::insert_leaves). Two joins:
+  // the replay's (before the insert or the draw) and the metrics' (before the gradient step,
+  // which rewrites loss_ and td_errors_), so the metrics never delay the draw.
   // (This step's episode tracker forks in collect_step and joins at the end.)
   bool update_forked = update_pending_;
+  bool leaves_inserted = false;
   if (update_forked) {
+    const cudaStream_t side = side_stream_.get();
     update_fork_.record(s);
-    update_fork_.make_wait(side_stream_.get());
-    finish_train_step(pending_sample_, side_stream_.get());
-    update_join_.record(side_stream_.get());
+    update_fork_.make_wait(side);
+    gpu_replay_->update_priorities(pending_sample_.indices, pending_sample_.generations,
+                                   td_errors_.data(), b_, side);
+    if (train && split_insert()) {
+      gpu_replay_->insert_leaves(n_, side);
+      leaves_inserted = true;
+    }
+    replay_join_.record(side);
+    kd::launch_train_metrics(metrics_state(), loss_.data(), td_errors_.data(), b_, side);
+    update_join_.record(side);  // everything forked above
     update_pending_ = false;
   }
   const bool tracker_beside = config_.overlap_side_work;
   bool tracker_forked = false;
   try {
     collect_step(tracker_beside, tracker_forked);
-    if (update_forked) update_join_.make_wait(s);  // the insert writes the replay
+    if (update_forked) replay_join_.make_wait(s);  // the insert and the draw read the replay
+    insert_and_train(train, leaves_inserted, update_forked ? &update_join_ : nullptr);
     update_forked = false;
-    insert_and_train(train);
   } catch (...) {
     // Later work on s stays ordered after whatever was forked (a capture also needs the joins).
     if (update_forked) update_join_.make_wait(s);
@@ -389,14 +402,25 @@ void DqnTrainer::enqueue_step(bool train) {
   if (tracker_forked) tracker_join_.make_wait(s);  // before the next step's policy reads it
 }
 
-void DqnTrainer::insert_and_train(bool train) {
+bool DqnTrainer::split_insert() const noexcept {
+  return gpu_replay_ != nullptr && gpu_replay_->config().mode == ReplayPriorityMode::Proportional &&
+         n_ <= gpu_replay_->capacity();
+}
+
+void DqnTrainer::insert_and_train(bool train, bool leaves_inserted, const Event* metrics_join) {
   const cudaStream_t s = context_.stream();
-  gpu_replay_->insert_batch({trans_states_.data(), actions_.data(), env_->rewards(),
-                             trans_next_states_.data(), trans_dones_.data()},
-                            n_);
-  if (!train) return;
+  const DeviceTransitions rows{trans_states_.data(), actions_.data(), env_->rewards(),
+                               trans_next_states_.data(), trans_dones_.data()};
+  if (!leaves_inserted) gpu_replay_->insert_batch(rows, n_);
+  if (!train) {
+    if (metrics_join != nullptr) metrics_join->make_wait(s);
+    return;
+  }
   for (std::size_t g = 0; g < config_.gradient_steps_per_env_step; ++g) {
-    const DeviceSampledBatch sampled = gpu_replay_->sample(b_);
+    const DeviceSampledBatch sampled = g == 0 && leaves_inserted
+                                           ? gpu_replay_->sample_inserting(rows, n_, b_)
+                                           : gpu_replay_->sample(b_);
+    if (g == 0 && metrics_join != nullptr) metrics_join->make_wait(s);
     train_on_batch({sampled.states, sampled.actions, sampled.rewards, sampled.next_states,
                     sampled.dones, sampled.is_weights, /*states_then_next_states=*/true});
     if (config_.overlap_side_work && g + 1 == config_.gradient_steps_per_env_step) {
@@ -426,6 +450,7 @@ void DqnTrainer::capture_train_step() {
   // A failed capture runs nothing of the step: the pending update stays pending.
   const bool pending_before = update_pending_;
   const DeviceSampledBatch pending_sample_before = pending_sample_;
+  const GpuReplayBuffer::HostShadow replay_before = gpu_replay_->host_shadow();
   try {
     RESIDENT_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
     try {
@@ -442,6 +467,7 @@ void DqnTrainer::capture_train_step() {
   } catch (...) {
     update_pending_ = pending_before;
     pending_sample_ = pending_sample_before;
+    gpu_replay_->restore_host_shadow(replay_before);
     throw;
   }
 }

@@ -13,8 +13,9 @@
 //
 // Resident pipeline: a step only enqueues kernels (no allocation, copy or sync) on one stream,
 // but for a step's last priority update and train metrics, which run on a second stream beside
-// the next step's collection, and its episode tracker, beside its insert and training
-// (DqnConfig::overlap_side_work; events order them). The steady-state train step (collection +
+// the next step's collection together with that step's insert's tree work (proportional replay:
+// GpuReplayBuffer::insert_leaves; the rows follow with the first draw), and its episode tracker,
+// beside its insert and training (DqnConfig::overlap_side_work; events order them). The steady-state train step (collection +
 // training) is captured once into a CUDA graph and replayed (collection-only warm-up steps and
 // each epoch's first train step run eagerly); an epoch is steps_per_epoch steps, then one
 // summary kernel and the epoch's only host interaction: two 8-byte ScalarReadbacks (mean loss
@@ -142,7 +143,12 @@ class DqnTrainer {
   // setting tracker_forked once the side stream waits on it (the caller then joins tracker_join_
   // before the step ends, also when this throws).
   void collect_step(bool tracker_beside, bool& tracker_forked);
-  void insert_and_train(bool train);  // resident: the insert, then draws and gradient steps
+  // Resident: the insert (or, after insert_leaves beside the collection, only its rows, with
+  // the first draw), then draws and gradient steps; metrics_join (when forked) is waited for
+  // before the first gradient step.
+  void insert_and_train(bool train, bool leaves_inserted, const Event* metrics_join);
+  // Whether the insert's tree work can run beside the collection (proportional replay).
+  bool split_insert() const noexcept;
   void train_on_batch(const SampleView& batch);  // targets .. target update (no priorities)
   void host_staged_step(bool train);
   void capture_train_step();  // the steady-state train step as a CUDA graph (train_graph_)
@@ -157,7 +163,7 @@ class DqnTrainer {
   std::unique_ptr<QNetwork> online_, target_;
   std::unique_ptr<GpuReplayBuffer> gpu_replay_;
   Stream side_stream_;
-  Event update_fork_, update_join_, tracker_fork_, tracker_join_;
+  Event update_fork_, replay_join_, update_join_, tracker_fork_, tracker_join_;
   bool update_pending_ = false;
   DeviceSampledBatch pending_sample_;  // the sample whose priorities the pending update sets
   std::unique_ptr<HostStaging> staged_;

@@ -110,11 +110,13 @@ INSTANTIATE_TEST_SUITE_P(Envs, DqnGraphVsEager, ::testing::Values(0, 1, 2),
                          });
 
 // The last priority update of each train step runs beside the next step's collection on a
-// second stream, and each step's episode tracker beside its insert and training
-// (DqnConfig::overlap_side_work): every buffer sees the same operations in the same order, so
-// the run is bit-identical to the serial one (the tracker's episode counts and returns are in
-// the epoch metrics): parameters, optimizer state,
-// epoch metrics, and the replay's trees and counters, after epochs that start with an eager step
+// second stream, followed there by the next insert's tree work (its rows are written by the
+// draw: GpuReplayBuffer::insert_leaves / sample_inserting), and each step's episode tracker
+// beside its insert and training (DqnConfig::overlap_side_work): every buffer sees the same
+// operations in the same order, so the run is bit-identical to the serial one, which inserts
+// with insert_batch (the tracker's episode counts and returns are in the epoch metrics):
+// parameters, optimizer state, epoch metrics, and the replay's whole state (rows, generations,
+// trees, counters), after epochs that start with an eager step
 // and continue with graph replays (and once more fully eager); on the trading env (fused acting
 // beside the update) and CartPole with the dueling head (cuBLAS acting beside it). In eager mode
 // a missing join would likely still pass (the one-block update ends before the collection, the
@@ -151,6 +153,8 @@ TEST(DqnTrainer, SideStreamWorkChangesNothing) {
     EXPECT_EQ(ca.cursor, cb.cursor);
     EXPECT_EQ(ca.stale, cb.stale);
     EXPECT_EQ(ca.nonfinite + cb.nonfinite + ca.bad_index + cb.bad_index, 0u);
+    EXPECT_TRUE(a.save_state() == b.save_state())
+        << "replay rows, generations, trees or counters differ; graphs " << use_graph;
   }
 }
 

@@ -1,0 +1,210 @@
+// GpuReplayBuffer's split insert (insert_leaves on a second stream, then sample_inserting) against
+// the plain insert_batch + sample of a twin buffer with the same config and seed: every draw's
+// indices, generations, IS weights and rows bit for bit, and the whole saved state (storage,
+// trees, generations, counters) after many rounds with wrap-around, priority updates and draws
+// of the rows still pending in the draw itself. Then the call-order rules: while rows are
+// pending every other call throws naming them, and bad n / rank mode are refused up front.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "lib/core/error.h"
+#include "lib/core/stream.h"
+#include "tests/replay/gpu_replay_test_support.h"
+#include "tests/support/gpu.h"
+
+namespace {
+
+using namespace resident;
+using resident::test::download;
+using resident::test::HostSample;
+using resident::test::HostTransitions;
+using resident::test::to_device;
+using resident::test::TwinInsert;
+
+ReplayConfig split_config(std::size_t capacity, std::size_t dim, ReplayPriorityMode mode) {
+  ReplayConfig c;
+  c.capacity = capacity;
+  c.state_dim = dim;
+  c.alpha = 0.6;
+  c.beta_start = 0.4;
+  c.beta_max = 1.0;
+  c.beta_annealing_steps = 50;
+  c.epsilon = 1e-3;
+  c.mode = mode;
+  c.sampling = ReplaySampling::Stratified;
+  return c;
+}
+
+// Host rows copied to the device.
+struct DeviceRows {
+  DeviceBuffer<float> states, rewards, next_states;
+  DeviceBuffer<std::int32_t> actions;
+  DeviceBuffer<std::uint8_t> dones;
+  explicit DeviceRows(const HostTransitions& h)
+      : states(to_device(h.states)),
+        rewards(to_device(h.rewards)),
+        next_states(to_device(h.next_states)),
+        actions(to_device(h.actions)),
+        dones(to_device(h.dones)) {}
+  DeviceTransitions view() const {
+    return {states.data(), actions.data(), rewards.data(), next_states.data(), dones.data()};
+  }
+};
+
+// NaN bytes over a sample's outputs: whatever the next draw does not write stays NaN (or 0xff).
+void poison(const DeviceSampledBatch& b, std::size_t dim, cudaStream_t stream) {
+  const auto fill = [stream](const void* p, std::size_t bytes) {
+    ASSERT_EQ(cudaMemsetAsync(const_cast<void*>(p), 0xff, bytes, stream), cudaSuccess);
+  };
+  fill(b.indices, b.batch * sizeof(std::uint32_t));
+  fill(b.generations, b.batch * sizeof(std::uint32_t));
+  fill(b.is_weights, b.batch * sizeof(float));
+  fill(b.states, 2 * b.batch * dim * sizeof(float));  // states then next_states
+  fill(b.actions, b.batch * sizeof(std::int32_t));
+  fill(b.rewards, b.batch * sizeof(float));
+  fill(b.dones, b.batch);
+}
+
+struct SplitCase {
+  std::size_t capacity, dim, n, batch, rounds;
+};
+
+class GpuReplaySplitInsert : public ::testing::TestWithParam<SplitCase> {};
+
+TEST_P(GpuReplaySplitInsert, EqualsInsertThenSampleBitForBit) {
+  RESIDENT_REQUIRE_GPU();
+  const SplitCase c = GetParam();
+  const ReplayConfig config = split_config(c.capacity, c.dim, ReplayPriorityMode::Proportional);
+  Stream stream, side;
+  GpuReplayBuffer twin(config, c.batch, 21, stream.get()), split(config, c.batch, 21, stream.get());
+  Event fork, join;
+  std::mt19937_64 rng(c.capacity * 131 + c.n);
+  {  // the same warm rows in both, by the plain insert
+    CpuReplayBuffer unused_a(config), unused_b(config);
+    const HostTransitions warm(c.batch, c.dim, rng);
+    TwinInsert a(warm, twin, unused_a), b(warm, split, unused_b);
+    stream.synchronize();
+  }
+  std::size_t pending_draws = 0, cursor = c.batch % c.capacity;
+  DeviceSampledBatch last{};
+  for (std::size_t round = 0; round < c.rounds; ++round) {
+    const HostTransitions fresh(c.n, c.dim, rng);
+    const DeviceRows rows(fresh);
+    std::vector<float> td(c.batch);
+    for (float& t : td) t = std::normal_distribution<float>(0.0f, round % 3 == 0 ? 5.0f : 1.0f)(rng);
+    const auto d_td = to_device(td);
+    if (last.batch != 0) poison(last, c.dim, stream.get());
+
+    twin.insert_batch(rows.view(), c.n);
+    const DeviceSampledBatch expected = twin.sample(c.batch);
+    fork.record(stream.get());
+    fork.make_wait(side.get());
+    split.insert_leaves(c.n, side.get());
+    join.record(side.get());
+    join.make_wait(stream.get());
+    ASSERT_EQ(split.pending_rows(), c.n);
+    const DeviceSampledBatch got = split.sample_inserting(rows.view(), c.n, c.batch);
+    ASSERT_EQ(split.pending_rows(), 0u);
+    stream.synchronize();
+    const HostSample e = download(expected, c.dim), g = download(got, c.dim);
+    const std::string where = "round " + std::to_string(round);
+    ASSERT_EQ(g.indices, e.indices) << where;
+    ASSERT_EQ(g.generations, e.generations) << where;
+    ASSERT_EQ(g.weights, e.weights) << where;
+    ASSERT_EQ(g.states, e.states) << where;
+    ASSERT_EQ(g.next_states, e.next_states) << where;
+    ASSERT_EQ(g.actions, e.actions) << where;
+    ASSERT_EQ(g.rewards, e.rewards) << where;
+    ASSERT_EQ(g.dones, e.dones) << where;
+    for (const std::uint32_t slot : g.indices)  // drawn while its row was still pending
+      pending_draws += (slot + c.capacity - cursor) % c.capacity < c.n;
+    cursor = (cursor + c.n) % c.capacity;
+    last = got;
+
+    twin.update_priorities(expected.indices, expected.generations, d_td.data(), c.batch);
+    split.update_priorities(got.indices, got.generations, d_td.data(), c.batch);
+  }
+  std::printf("  capacity %zu, dim %zu, n %zu, batch %zu: %zu of %zu draws hit pending rows\n",
+              c.capacity, c.dim, c.n, c.batch, pending_draws, c.rounds * c.batch);
+  EXPECT_GT(pending_draws, 0u) << "no draw read a pending row: the case tests too little";
+  EXPECT_EQ(split.size(), twin.size());
+  EXPECT_TRUE(split.save_state() == twin.save_state())
+      << "storage, trees, generations or counters differ after the rounds";
+}
+
+// (capacity, state_dim, n, batch, rounds): the DQN bench's 32 rows of 64 into a non-power-of-two
+// ring that wraps; every slot pending (n = capacity); odd widths (not float4-aligned) and more
+// pending rows than the draw has blocks (each step warp writes several).
+INSTANTIATE_TEST_SUITE_P(Shapes, GpuReplaySplitInsert,
+                         ::testing::Values(SplitCase{1000, 64, 32, 256, 60},
+                                           SplitCase{37, 5, 37, 16, 12},
+                                           SplitCase{301, 70, 45, 8, 20},
+                                           SplitCase{4096, 3, 200, 64, 30}),
+                         [](const ::testing::TestParamInfo<SplitCase>& info) {
+                           const SplitCase& c = info.param;
+                           return "cap" + std::to_string(c.capacity) + "_dim" +
+                                  std::to_string(c.dim) + "_n" + std::to_string(c.n) + "_b" +
+                                  std::to_string(c.batch);
+                         });
+
+std::string message_of(const std::function<void()>& call) {
+  try {
+    call();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(GpuReplaySplitInsert, OtherCallsWhileRowsArePendingThrowNamingThem) {
+  RESIDENT_REQUIRE_GPU();
+  const ReplayConfig config = split_config(50, 4, ReplayPriorityMode::Proportional);
+  Stream stream;
+  GpuReplayBuffer buffer(config, 8, 3, stream.get());
+  std::mt19937_64 rng(5);
+  const HostTransitions warm(20, 4, rng), fresh(3, 4, rng);
+  const DeviceRows warm_rows(warm), rows(fresh);
+  buffer.insert_batch(warm_rows.view(), 20);
+
+  EXPECT_NE(message_of([&] { buffer.insert_leaves(0, stream.get()); }).find("n = 0, allowed [1, 50]"),
+            std::string::npos);
+  EXPECT_NE(message_of([&] { buffer.insert_leaves(51, stream.get()); }).find("n = 51, allowed [1, 50]"),
+            std::string::npos);
+  EXPECT_EQ(buffer.pending_rows(), 0u) << "a refused insert_leaves left rows pending";
+
+  buffer.insert_leaves(3, stream.get());
+  const std::string pending = "3 rows of insert_leaves are pending";
+  const DeviceSampledBatch none{};
+  std::vector<std::string> messages = {
+      message_of([&] { buffer.sample(4); }),
+      message_of([&] { buffer.insert_batch(rows.view(), 3); }),
+      message_of([&] { buffer.insert_leaves(3, stream.get()); }),
+      message_of([&] { buffer.update_priorities(none.indices, none.generations, nullptr, 1); }),
+      message_of([&] { (void)buffer.save_state(); }),
+  };
+  for (const std::string& m : messages) EXPECT_NE(m.find(pending), std::string::npos) << m;
+  const std::string wrong_n = message_of([&] { buffer.sample_inserting(rows.view(), 4, 4); });
+  std::printf("  %s\n  %s\n", messages[0].c_str(), wrong_n.c_str());
+  EXPECT_NE(wrong_n.find("n = 4, but insert_leaves left 3 rows pending"), std::string::npos)
+      << wrong_n;
+  EXPECT_NO_THROW(buffer.sample_inserting(rows.view(), 3, 4));
+  EXPECT_EQ(buffer.pending_rows(), 0u);
+  EXPECT_EQ(buffer.size(), 23u);
+  EXPECT_NO_THROW(buffer.sample(4));
+
+  GpuReplayBuffer rank(split_config(50, 4, ReplayPriorityMode::Rank), 8, 3, stream.get());
+  rank.insert_batch(warm_rows.view(), 20);
+  EXPECT_NE(message_of([&] { rank.insert_leaves(3, stream.get()); }).find("mode = rank"),
+            std::string::npos);
+  EXPECT_EQ(rank.pending_rows(), 0u);
+}
+
+}  // namespace
