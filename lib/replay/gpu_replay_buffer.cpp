@@ -326,9 +326,10 @@ GpuReplayBuffer::TreeExtremes GpuReplayBuffer::read_tree_extremes() const {
 
 std::vector<std::uint8_t> GpuReplayBuffer::save_state() const {
   require_no_pending_rows("GpuReplayBuffer::save_state");
-  RESIDENT_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  // The device's size, not the host's shadow (stale after CUDA-graph replays of inserts): equal
+  // device states save to equal bytes however their inserts were launched.
+  const std::uint64_t size[1] = {read_counters().size};  // synchronizes the stream
   DeviceStateWriter w;
-  const std::uint64_t size[1] = {size_};
   w.add_host(std::span<const std::uint64_t>(size))
       .add(sum_)
       .add(min_positive_)
