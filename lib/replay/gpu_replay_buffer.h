@@ -1,8 +1,8 @@
 // GpuReplayBuffer: prioritized experience replay held entirely on the GPU (DESIGN.md,
 // "Prioritized replay: exact semantics"; CpuReplayBuffer is its oracle and documents every
 // rule this buffer follows too). Storage, the fp64 sum/min/max trees, sampling, IS weights
-// and priority updates run on the device, all on one stream (an update may be given another,
-// which its caller orders with events); the cursor, size, step and the
+// and priority updates run on the device, all on one stream (an update, and the tree part of a
+// split insert, may be given another, which its caller orders with events); the cursor, size, step and the
 // non-finite/stale counters live in device memory, so insert -> sample -> update is
 // capturable in a CUDA graph and replays correctly. Nothing is allocated after construction.
 //
