@@ -15,9 +15,10 @@
 // but for a step's last priority update and train metrics, which run on a second stream beside
 // the next step's collection together with that step's insert's tree work (proportional replay:
 // GpuReplayBuffer::insert_leaves; the rows follow with the first draw), and its episode tracker,
-// beside its insert and training (DqnConfig::overlap_side_work; events order them). The steady-state train step (collection +
-// training) is captured once into a CUDA graph and replayed (collection-only warm-up steps and
-// each epoch's first train step run eagerly); an epoch is steps_per_epoch steps, then one
+// beside its insert and training (DqnConfig::overlap_side_work; events order them). The
+// steady-state train step (collection + training) is captured once into a CUDA graph and
+// replayed (collection-only warm-up steps and each epoch's first train step run eagerly); an
+// epoch is steps_per_epoch steps, then one
 // summary kernel and the epoch's only host interaction: two 8-byte ScalarReadbacks (mean loss
 // and recent mean return; first non-finite step and episode count). A non-finite loss or TD
 // error seen by the device counters throws resident::Error naming the gradient step. Transfer
