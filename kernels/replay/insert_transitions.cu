@@ -17,6 +17,7 @@
 //   skipped + n and size. Rows, leaves and generations are overwritten.
 // Deterministic: every kept node is recomputed from its descendants, never accumulated.
 #include "kernels/replay/replay_kernels.h"
+#include "kernels/replay/inserted_leaves.cuh"
 #include "kernels/replay/replay_tree.cuh"
 #include "kernels/replay/write_rows.cuh"
 #include "kernels/core/launch_config.h"
@@ -47,19 +48,6 @@ __global__ void copy_rows(ReplayStorageView storage, const ReplayCounters* count
   write_rows_by_group(storage, capacity, cursor, rows, n,
                      blockIdx.x * groups_per_block + threadIdx.x / group_size,
                      gridDim.x * groups_per_block, threadIdx.x % group_size, group_size);
-}
-
-// The live maximum priority a new leaf gets (1.0 when no leaf is positive).
-__device__ inline double new_leaf_priority(const ReplayTreeView& tree) {
-  const double live_max = tree.max[1];
-  return live_max > 0.0 ? live_max : 1.0;
-}
-
-__device__ inline void advance_counters(ReplayCounters* counters, std::uint64_t end,
-                                        std::uint32_t n, std::uint32_t capacity) {
-  counters->cursor = static_cast<std::uint32_t>(end % capacity);  // cursor + skipped + n
-  const std::uint64_t size = std::uint64_t{counters->size} + n;
-  counters->size = static_cast<std::uint32_t>(size < capacity ? size : capacity);
 }
 
 // The leaves, generations and kept levels (replay_tree.cuh) lowest first, by a team of lanes:
@@ -157,11 +145,12 @@ void launch_insert_leaves(ReplayStorageView storage, ReplayTreeView tree, Replay
                           std::uint32_t n, cudaStream_t stream) {
   const NvtxRange range("replay/insert_leaves");
   if (n == 0) return;
-  // A DQN vector step's few leaves touch one or two nodes per kept level: one warp (cheap
-  // barriers); more leaves get kTreeBlock threads.
-  const unsigned threads = n <= kSmallInsert ? 32 : kTreeBlock;
-  write_inserted_leaves<<<1, threads, 0, stream>>>(storage, tree, counters, TransitionRowsView{},
-                                                   false, n, 0);
+  if (n <= kFewLeaves) {  // a DQN vector step: every kept level's loads in one wave
+    launch_insert_few_leaves(tree, storage.generations, counters, n, stream);
+    return;
+  }
+  write_inserted_leaves<<<1, kTreeBlock, 0, stream>>>(storage, tree, counters,
+                                                      TransitionRowsView{}, false, n, 0);
   RESIDENT_CHECK_LAUNCH("write_inserted_leaves");
 }
 

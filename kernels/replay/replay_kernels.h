@@ -28,6 +28,12 @@ void launch_insert_transitions(ReplayStorageView storage, ReplayTreeView tree,
 void launch_insert_leaves(ReplayStorageView storage, ReplayTreeView tree, ReplayCounters* counters,
                           std::uint32_t n, cudaStream_t stream);
 
+// launch_insert_leaves for n <= kFewLeaves (kernels/replay/insert_few_leaves.cu): the same
+// writes, bit for bit, with the loads of every kept level in one wave.
+inline constexpr std::uint32_t kFewLeaves = 32;
+void launch_insert_few_leaves(ReplayTreeView tree, std::uint32_t* generations,
+                              ReplayCounters* counters, std::uint32_t n, cudaStream_t stream);
+
 // Sets p = (|td| + eps)^alpha for each entry, in order: the last writable entry of an index
 // wins; non-finite priorities, stale generations and indices >= size are dropped and counted.
 // One cluster of 8 blocks of 1024 threads, entries in chunks of 1024; no scratch outside shared

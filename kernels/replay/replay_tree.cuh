@@ -37,6 +37,21 @@ __device__ inline void set_leaf(const ReplayTreeView& tree, std::uint32_t slot, 
   tree.max[node] = priority;
 }
 
+// Combines each lane's (sum, min_positive, max) partial with those of the other lanes of its
+// aligned group of kLanes (a power of two <= 32) by xor shuffles, in CpuSumTree::pull's pairwise
+// order (a lane's partial covers the descendants before its xor partner's); every lane of a
+// group ends with the same bits. Every lane of the warp calls it (full mask).
+template <int kLanes>
+__device__ inline void combine_kept_lanes(double& s, double& lo, double& hi) {
+  constexpr unsigned kFullMask = 0xffffffffu;
+#pragma unroll
+  for (int step = 1; step < kLanes; step *= 2) {
+    s = s + __shfl_xor_sync(kFullMask, s, step);
+    lo = fmin(lo, __shfl_xor_sync(kFullMask, lo, step));
+    hi = fmax(hi, __shfl_xor_sync(kFullMask, hi, step));
+  }
+}
+
 // Recomputes the kept node `node` from its 2^r descendants r levels down (1 <= r <= 5), which
 // must be final. Every lane of the warp calls it (it shuffles with the full mask); each aligned
 // quad handles its own node, and a quad whose lanes pass active = false loads and writes
@@ -45,7 +60,6 @@ __device__ inline void set_leaf(const ReplayTreeView& tree, std::uint32_t slot, 
 // the same pairing; lane 0 of the quad writes the three trees. Deterministic, bit-exact.
 __device__ inline void pull_kept_node_by_quad(const ReplayTreeView& tree, std::uint32_t node,
                                               int r, bool active) {
-  constexpr unsigned kFullMask = 0xffffffffu;
   const double inf = __longlong_as_double(0x7ff0000000000000ll);
   const std::uint32_t q = threadIdx.x % kLanesPerKeptNode;
   const std::uint32_t width = 1u << r;
@@ -74,12 +88,7 @@ __device__ inline void pull_kept_node_by_quad(const ReplayTreeView& tree, std::u
       high[c] = fmax(high[c], high[c + span]);
     }
   double s = sum[0], lo = low[0], hi = high[0];
-#pragma unroll
-  for (int step = 1; step < kLanesPerKeptNode; step *= 2) {
-    s = s + __shfl_xor_sync(kFullMask, s, step);
-    lo = fmin(lo, __shfl_xor_sync(kFullMask, lo, step));
-    hi = fmax(hi, __shfl_xor_sync(kFullMask, hi, step));
-  }
+  combine_kept_lanes<kLanesPerKeptNode>(s, lo, hi);
   if (active && q == 0) {
     tree.sum[node] = s;
     tree.min_positive[node] = lo;
@@ -94,7 +103,6 @@ __device__ inline void pull_kept_node_by_quad(const ReplayTreeView& tree, std::u
 // pull_kept_node_by_quad (the same bits), and lane 0 writes the three trees.
 __device__ inline void pull_kept_node_by_warp(const ReplayTreeView& tree, std::uint32_t node,
                                               int r) {
-  constexpr unsigned kFullMask = 0xffffffffu;
   const double inf = __longlong_as_double(0x7ff0000000000000ll);
   const std::uint32_t lane = threadIdx.x % 32;
   const bool have = lane < (1u << r);
@@ -102,12 +110,7 @@ __device__ inline void pull_kept_node_by_warp(const ReplayTreeView& tree, std::u
   double s = have ? tree.sum[at] : 0.0;
   double lo = have ? tree.min_positive[at] : inf;
   double hi = have ? tree.max[at] : -inf;
-#pragma unroll
-  for (int step = 1; step < 32; step *= 2) {
-    s = s + __shfl_xor_sync(kFullMask, s, step);
-    lo = fmin(lo, __shfl_xor_sync(kFullMask, lo, step));
-    hi = fmax(hi, __shfl_xor_sync(kFullMask, hi, step));
-  }
+  combine_kept_lanes<32>(s, lo, hi);
   if (lane == 0) {
     tree.sum[node] = s;
     tree.min_positive[node] = lo;

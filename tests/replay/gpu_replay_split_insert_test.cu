@@ -75,6 +75,10 @@ void poison(const DeviceSampledBatch& b, std::size_t dim, cudaStream_t stream) {
 
 struct SplitCase {
   std::size_t capacity, dim, n, batch, rounds;
+  std::size_t warm = 0;  // rows inserted first (0: batch): where the cursor starts
+  // Whether draws must hit pending rows: false where the pending rows are a few of millions
+  // (those cases test the tree work; the small ones the draws of pending rows).
+  bool expect_pending = true;
 };
 
 class GpuReplaySplitInsert : public ::testing::TestWithParam<SplitCase> {};
@@ -89,11 +93,11 @@ TEST_P(GpuReplaySplitInsert, EqualsInsertThenSampleBitForBit) {
   std::mt19937_64 rng(c.capacity * 131 + c.n);
   {  // the same warm rows in both, by the plain insert
     CpuReplayBuffer unused_a(config), unused_b(config);
-    const HostTransitions warm(c.batch, c.dim, rng);
+    const HostTransitions warm(c.warm == 0 ? c.batch : c.warm, c.dim, rng);
     TwinInsert a(warm, twin, unused_a), b(warm, split, unused_b);
     stream.synchronize();
   }
-  std::size_t pending_draws = 0, cursor = c.batch % c.capacity;
+  std::size_t pending_draws = 0, cursor = (c.warm == 0 ? c.batch : c.warm) % c.capacity;
   DeviceSampledBatch last{};
   for (std::size_t round = 0; round < c.rounds; ++round) {
     const HostTransitions fresh(c.n, c.dim, rng);
@@ -134,20 +138,32 @@ TEST_P(GpuReplaySplitInsert, EqualsInsertThenSampleBitForBit) {
   }
   std::printf("  capacity %zu, dim %zu, n %zu, batch %zu: %zu of %zu draws hit pending rows\n",
               c.capacity, c.dim, c.n, c.batch, pending_draws, c.rounds * c.batch);
-  EXPECT_GT(pending_draws, 0u) << "no draw read a pending row: the case tests too little";
+  if (c.expect_pending)
+    EXPECT_GT(pending_draws, 0u) << "no draw read a pending row: the case tests too little";
   EXPECT_EQ(split.size(), twin.size());
   EXPECT_TRUE(split.save_state() == twin.save_state())
       << "storage, trees, generations or counters differ after the rounds";
 }
 
-// (capacity, state_dim, n, batch, rounds): the DQN bench's 32 rows of 64 into a non-power-of-two
-// ring that wraps; every slot pending (n = capacity); odd widths (not float4-aligned) and more
-// pending rows than the draw has blocks (each step warp writes several).
+// (capacity, state_dim, n, batch, rounds[, warm rows, expect pending draws]): the DQN bench's 32
+// rows of 64 into a non-power-of-two ring that wraps; every slot pending (n = capacity); odd
+// widths (not float4-aligned) and more pending rows than the draw has blocks (each step warp
+// writes several). n <= 32 runs insert_few_leaves: one kept level (P = 1, 4, 32), several (P =
+// 1024; P = 2048, 2^16 and 2^21 with a top level shorter than 5, wrapping in their first rounds;
+// P = 2048 has few draws: the shape a racecheck run can afford). n > 32 runs
+// write_inserted_leaves.
 INSTANTIATE_TEST_SUITE_P(Shapes, GpuReplaySplitInsert,
                          ::testing::Values(SplitCase{1000, 64, 32, 256, 60},
                                            SplitCase{37, 5, 37, 16, 12},
                                            SplitCase{301, 70, 45, 8, 20},
-                                           SplitCase{4096, 3, 200, 64, 30}),
+                                           SplitCase{4096, 3, 200, 64, 30},
+                                           SplitCase{1, 2, 1, 1, 6},
+                                           SplitCase{4, 3, 3, 2, 12},
+                                           SplitCase{32, 4, 32, 16, 8},
+                                           SplitCase{2000, 2, 32, 8, 6, 1990, false},
+                                           SplitCase{50000, 3, 32, 64, 12, 49990, false},
+                                           SplitCase{(1u << 21) - 5, 2, 31, 64, 6,
+                                                     (1u << 21) - 40, false}),
                          [](const ::testing::TestParamInfo<SplitCase>& info) {
                            const SplitCase& c = info.param;
                            return "cap" + std::to_string(c.capacity) + "_dim" +
