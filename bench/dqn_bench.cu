@@ -17,6 +17,8 @@
 //                           other resident rows let the env step, transition assembly, draw and
 //                           fused gradient step start while the kernel before them finishes:
 //                           kernels/core/programmatic_launch.cuh)
+//   dqn_epoch/resident_step_graphs  one steady-state step per CUDA-graph launch (the other
+//                           resident rows replay DqnConfig::steps_per_graph = 4 steps per launch)
 // Config: bench/dqn_bench_config.h (trading env, 64-dim observations, 32 envs, MLP 64-256-256-3,
 // replay capacity 1e6, batch 256), shared with bench/dqn_step_timeline.
 // Targets (H200): resident >= 5x host-staged; >= 20k gradient steps/s resident.
@@ -46,7 +48,10 @@ void BM_dqn_epoch(benchmark::State& state, DqnPipeline pipeline, Fused fused) {
                  (trainer.fused_train_step() ? "fused" : "GEMM path") +
                  ", acting: " + (trainer.fused_acting() ? "fused" : "GEMM path") +
                  (config.overlap_side_work ? "" : ", no side stream") +
-                 (fused.programmatic_launch ? "" : ", stream-ordered launches"));
+                 (fused.programmatic_launch ? "" : ", stream-ordered launches") +
+                 (pipeline == DqnPipeline::Resident
+                      ? ", " + std::to_string(config.steps_per_graph) + " steps per graph"
+                      : std::string()));
   audit::TransferContract contract;  // host-staged: no limits
   if (pipeline == DqnPipeline::Resident) {
     contract.max_d2h_scalar = DqnEpochContract::max_d2h_scalar;
@@ -91,6 +96,10 @@ int main(int argc, char** argv) {
   bench::configure(benchmark::RegisterBenchmark("dqn_epoch/resident_no_programmatic_launch",
                                                 BM_dqn_epoch, DqnPipeline::Resident,
                                                 Fused{true, true, true, false}))
+      ->Iterations(10);
+  bench::configure(benchmark::RegisterBenchmark("dqn_epoch/resident_step_graphs", BM_dqn_epoch,
+                                                DqnPipeline::Resident,
+                                                Fused{true, true, true, true, 1}))
       ->Iterations(10);
   bench::configure(benchmark::RegisterBenchmark("dqn_epoch/host_staged", BM_dqn_epoch,
                                                 DqnPipeline::HostStaged, Fused{}))

@@ -14,13 +14,15 @@ namespace resident::bench {
 inline constexpr std::size_t kDqnStepsPerEpoch = 200;
 
 // Which of the trainer's fused kernels a row uses, whether the last priority update of a step
-// runs beside the next step's collection, and whether kernels launch programmatically (the
-// caller sets the last with a resident::ProgrammaticLaunchScope: it is process-wide).
+// runs beside the next step's collection, whether kernels launch programmatically (the
+// caller sets that with a resident::ProgrammaticLaunchScope: it is process-wide), and how many
+// steady-state steps one CUDA-graph launch replays.
 struct DqnBenchVariant {
   bool train_step = true;
   bool acting = true;
   bool side_work = true;
   bool programmatic_launch = true;
+  std::size_t steps_per_graph = rl::kDefaultStepsPerGraph;
 };
 
 inline rl::DqnConfig dqn_bench_config(rl::DqnPipeline pipeline, DqnBenchVariant variant) {
@@ -44,6 +46,7 @@ inline rl::DqnConfig dqn_bench_config(rl::DqnPipeline pipeline, DqnBenchVariant 
   c.fused_train_step = variant.train_step;
   c.fused_acting = variant.acting;
   c.overlap_side_work = variant.side_work;
+  c.steps_per_graph = variant.steps_per_graph;
   c.seed = 1;
   return c;
 }

@@ -7,9 +7,11 @@
 // median span, busy time and period; kernels outside the steps (each epoch's first, eagerly
 // launched step, the epoch summary, ...) are listed separately by name.
 //
-// Steps: by default one step is one replay of the trainer's step graph (all its kernels share the
-// graph launch's correlation id); --split marker cuts the record stream at each kernel named
-// --marker (default dqn_act_fused, the fused acting kernel that begins a step's collection).
+// Steps: --split launch takes one replay of a step graph as a step (all its kernels share the
+// graph launch's correlation id: the default of a variant that replays one step per launch);
+// --split marker cuts the record stream at each kernel named --marker (default dqn_act_fused,
+// the fused acting kernel that begins a step's collection: the default of a variant whose graphs
+// hold several steps, DqnConfig::steps_per_graph).
 // The timeline runs from before the trainer is built (so the step graph is instantiated while
 // kernel records are on), and only kernels starting after the warm-up are summarized.
 // CUPTI's kernel tracing adds its own cost to each kernel: the epoch wall time is printed so it
@@ -55,13 +57,14 @@ constexpr Variant kVariants[] = {
     {"resident_gemm_acting", {true, false}},
     {"resident_serial_update", {true, true, false}},
     {"resident_no_programmatic_launch", {true, true, true, false}},
+    {"resident_step_graphs", {true, true, true, true, 1}},
 };
 
 struct Options {
   std::size_t epochs = 3;
   std::optional<std::size_t> warmup_epochs;  // none: dqn_bench's count
   std::string variant = "resident";
-  bool split_by_marker = false;
+  std::optional<bool> split_by_marker;  // none: by marker when a graph holds several steps
   std::string marker = "dqn_act_fused";
   std::string json_path;
   std::size_t max_records = std::size_t{1} << 20;
@@ -82,9 +85,12 @@ void print_help() {
       "  --warmup-epochs N   epochs run before, 0..1000 (default: as dqn_bench, the replay's\n"
       "                      learning_starts in epochs + 2)\n"
       "  --variant NAME      resident (default), resident_unfused, resident_gemm_acting,\n"
-      "                      resident_serial_update, resident_no_programmatic_launch\n"
-      "  --split launch      a step is one replay of the step graph (default)\n"
-      "  --split marker      a step begins at each kernel named by --marker\n"
+      "                      resident_serial_update, resident_no_programmatic_launch,\n"
+      "                      resident_step_graphs\n"
+      "  --split launch      a step is one replay of a step graph (default when the\n"
+      "                      variant's graphs hold one step: resident_step_graphs)\n"
+      "  --split marker      a step begins at each kernel named by --marker (default when\n"
+      "                      its graphs hold several steps: DqnConfig::steps_per_graph)\n"
       "  --marker KERNEL     kernel function name without namespace (default dqn_act_fused)\n"
       "  --max-records N     kernel records kept, 1..67108864 (default 1048576)\n"
       "  --json PATH         also write the summary as JSON\n\n"
@@ -128,7 +134,8 @@ Options parse(int argc, char** argv, bool& help) {
       if (!known)
         throw UsageError("--variant: '" + o.variant +
                          "' is not one of resident, resident_unfused, resident_gemm_acting, "
-                         "resident_serial_update, resident_no_programmatic_launch");
+                         "resident_serial_update, resident_no_programmatic_launch, "
+                         "resident_step_graphs");
     } else if (arg == "--split") {
       const std::string_view split = value();
       if (split != "launch" && split != "marker")
@@ -174,6 +181,7 @@ int run(const Options& o) {
                                          [&](const Variant& v) { return o.variant == v.name; });
   const ProgrammaticLaunchScope programmatic(variant.variant.programmatic_launch);
   const rl::DqnConfig config = bench::dqn_bench_config(rl::DqnPipeline::Resident, variant.variant);
+  const bool split_by_marker = o.split_by_marker.value_or(config.steps_per_graph > 1);
 
   audit::KernelTimeline timeline(audit::KernelTimelineOptions{.max_records = o.max_records});
   timeline.start();
@@ -200,18 +208,18 @@ int run(const Options& o) {
   for (const audit::KernelRecord& k : result.kernels)
     if (k.start_ns >= recorded_from) recorded.push_back(k);
   std::vector<audit::KernelRecord> outside;
-  const audit::KernelSteps steps = o.split_by_marker
+  const audit::KernelSteps steps = split_by_marker
                                        ? audit::split_by_marker(recorded, o.marker, &outside)
                                        : audit::split_by_launch(recorded, 2, &outside);
   std::printf("%zu kernel records (%zu in the recorded epochs), %zu steps by %s\n",
               result.kernels.size(), recorded.size(), steps.size(),
-              o.split_by_marker ? ("marker " + o.marker).c_str() : "graph replay");
+              split_by_marker ? ("marker " + o.marker).c_str() : "graph replay");
   for (const std::string& note : result.notes()) std::printf("note: %s\n", note.c_str());
   if (steps.empty()) {
     std::fprintf(stderr,
                  "%s: no step found among %zu kernel records (%s); kernels seen:\n%s", kTool,
                  recorded.size(),
-                 o.split_by_marker ? ("no kernel named " + o.marker).c_str()
+                 split_by_marker ? ("no kernel named " + o.marker).c_str()
                                    : "no launch of 2 or more kernels: did CUPTI give graph "
                                      "nodes their launch's correlation id? try --split marker",
                  audit::format_name_summary(audit::summarize_by_name(recorded)).c_str());
@@ -240,8 +248,8 @@ int run(const Options& o) {
         {"steps_per_epoch", audit::Json(static_cast<unsigned long long>(bench::kDqnStepsPerEpoch))},
         {"warmup_epochs", audit::Json(static_cast<unsigned long long>(warmup_epochs))},
         {"epochs", audit::Json(static_cast<unsigned long long>(o.epochs))},
-        {"split", audit::Json(o.split_by_marker ? "marker" : "launch")},
-        {"marker", o.split_by_marker ? audit::Json(o.marker) : audit::Json()},
+        {"split", audit::Json(split_by_marker ? "marker" : "launch")},
+        {"marker", split_by_marker ? audit::Json(o.marker) : audit::Json()},
         {"records", audit::Json(static_cast<unsigned long long>(recorded.size()))},
         {"records_complete", audit::Json(result.complete())},
         {"dropped_by_cupti", audit::Json(static_cast<unsigned long long>(result.dropped_by_cupti))},

@@ -96,6 +96,9 @@ void validate(const DqnConfig& c) {
   p.check(c.tau > 0.0 && c.tau <= 1.0, "tau", c.tau, "(0, 1]");
   p.check(c.target_update_period >= 1, "target_update_period", c.target_update_period, ">= 1");
   p.check(c.steps_per_epoch >= 1, "steps_per_epoch", c.steps_per_epoch, ">= 1");
+  static_assert(kMaxStepsPerGraph == 64, "the range below names it");
+  p.check(c.steps_per_graph >= 1 && c.steps_per_graph <= kMaxStepsPerGraph, "steps_per_graph",
+          c.steps_per_graph, "[1, 64]");
   p.check(c.return_window >= 1 && c.return_window <= (std::size_t{1} << 20), "return_window",
           c.return_window, "[1, 2^20]");
   if (c.env == DqnEnvKind::Trading) {

@@ -15,11 +15,15 @@ namespace resident::rl {
 
 enum class DqnEnvKind { CartPole, Trading };
 
-// Resident: collection, replay, training and priority updates on the GPU, one graph per step,
+// Resident: collection, replay, training and priority updates on the GPU, graph-replayed steps,
 // one readback per epoch. HostStaged: the classic round trip (transitions downloaded into the
 // CPU sum-tree replay, batches assembled on the host and uploaded, TD errors downloaded for the
 // CPU priority update, the loss read every step): the "before" of the benchmark.
 enum class DqnPipeline { Resident, HostStaged };
+
+// DqnConfig::steps_per_graph: its default and its largest value.
+inline constexpr std::size_t kDefaultStepsPerGraph = 4;
+inline constexpr std::size_t kMaxStepsPerGraph = 64;
 
 struct DqnTradingConfig {
   SyntheticMarketConfig market{};    // the synthetic series (validated by its own validate())
@@ -55,6 +59,11 @@ struct DqnConfig {
   std::size_t steps_per_epoch = 1000;        // vector env steps per epoch, >= 1
   std::size_t return_window = 100;           // episodes in the recent-return mean, [1, 2^20]
   bool use_graph = true;     // resident steps as CUDA-graph replays (false: eager launches)
+  // Resident steady-state steps per CUDA-graph launch with use_graph, [1, kMaxStepsPerGraph]
+  // (an epoch's remaining steps, fewer than this, are one-step launches). The same kernels in
+  // the same order, so results are bit-identical for any value (not in the config hash); more
+  // steps per launch pay the host's launch and the GPU's wait between two graphs less often.
+  std::size_t steps_per_graph = kDefaultStepsPerGraph;
   // The gradient step as one cooperative kernel (kernels/rl/dqn/dqn_train_step_fused.h) where
   // it applies: no dueling head, no TF32, at most 32 actions, 1 to 3 hidden layers, batch <=
   // nn::kFusedStepMaxBatch, a device that launches cooperative kernels. Both pipelines use it
@@ -80,8 +89,8 @@ struct DqnConfig {
 // "<field> = <value>, allowed <range>".
 void validate(const DqnConfig& config);
 
-// 64-bit hash of every field that changes what training computes (use_graph and
-// overlap_side_work, which do not, are left out). Checkpoints carry it.
+// 64-bit hash of every field that changes what training computes (use_graph, steps_per_graph
+// and overlap_side_work, which do not, are left out). Checkpoints carry it.
 std::uint64_t config_hash(const DqnConfig& config);
 
 // The CartPole-v1 learning config the tests hold to (3 of 3 seeds reach a last-100 mean return

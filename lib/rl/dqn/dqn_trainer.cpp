@@ -192,8 +192,11 @@ DqnTrainer::DqnTrainer(const DqnConfig& config)
 }
 
 DqnTrainer::~DqnTrainer() {
-  (void)cudaStreamSynchronize(side_stream_.get());  // a pending update reads buffers freed below
+  // Pending side work reads buffers freed below.
+  (void)cudaStreamSynchronize(side_stream_.get());
+  (void)cudaStreamSynchronize(metrics_stream_.get());
   if (train_graph_ != nullptr) (void)cudaGraphExecDestroy(train_graph_);
+  if (multi_step_graph_ != nullptr) (void)cudaGraphExecDestroy(multi_step_graph_);
 }
 
 kd::EpisodeTrackerState DqnTrainer::tracker_state() noexcept {
@@ -361,17 +364,21 @@ void DqnTrainer::enqueue_step(bool train) {
   // The previous step's last priority update and train metrics beside this step's collection:
   // they read that step's sample views, td_errors_ and loss_, which nothing here rewrites before
   // the joins, and write the replay and the train counters, which the collection does not touch.
-  // After the update, this step's insert writes its leaves there too (the tree work does not
-  // need the rows; they follow with the first draw: GpuReplayBuffer::insert_leaves). Two joins:
-  // the replay's (before the insert or the draw) and the metrics' (before the gradient step,
-  // which rewrites loss_ and td_errors_), so the metrics never delay the draw.
-  // (This step's episode tracker forks in collect_step and joins at the end.)
+  // After the update, this step's insert writes its leaves on the same stream (the tree work
+  // does not need the rows; they follow with the first draw: GpuReplayBuffer::insert_leaves).
+  // The metrics run on a third stream beside both (they only read what the update reads). Both
+  // join before the insert or the draw (which read the replay; the gradient step after the draw
+  // rewrites loss_ and td_errors_), so the gradient step depends on the draw alone and keeps its
+  // programmatic early start. (This step's episode tracker forks in collect_step and joins at
+  // the end.)
   bool update_forked = update_pending_;
   bool leaves_inserted = false;
   if (update_forked) {
     const cudaStream_t side = side_stream_.get();
+    const cudaStream_t metrics = metrics_stream_.get();
     update_fork_.record(s);
     update_fork_.make_wait(side);
+    update_fork_.make_wait(metrics);
     gpu_replay_->update_priorities(pending_sample_.indices, pending_sample_.generations,
                                    td_errors_.data(), b_, side);
     if (train && split_insert()) {
@@ -379,20 +386,26 @@ void DqnTrainer::enqueue_step(bool train) {
       leaves_inserted = true;
     }
     replay_join_.record(side);
-    kd::launch_train_metrics(metrics_state(), loss_.data(), td_errors_.data(), b_, side);
-    update_join_.record(side);  // everything forked above
+    kd::launch_train_metrics(metrics_state(), loss_.data(), td_errors_.data(), b_, metrics);
+    metrics_join_.record(metrics);
     update_pending_ = false;
   }
   const bool tracker_beside = config_.overlap_side_work;
   bool tracker_forked = false;
   try {
     collect_step(tracker_beside, tracker_forked);
-    if (update_forked) replay_join_.make_wait(s);  // the insert and the draw read the replay
-    insert_and_train(train, leaves_inserted, update_forked ? &update_join_ : nullptr);
-    update_forked = false;
+    if (update_forked) {
+      replay_join_.make_wait(s);
+      metrics_join_.make_wait(s);
+      update_forked = false;
+    }
+    insert_and_train(train, leaves_inserted);
   } catch (...) {
     // Later work on s stays ordered after whatever was forked (a capture also needs the joins).
-    if (update_forked) update_join_.make_wait(s);
+    if (update_forked) {
+      replay_join_.make_wait(s);
+      metrics_join_.make_wait(s);
+    }
     if (tracker_forked) {  // re-recorded: valid whether or not the tracker was launched
       tracker_join_.record(side_stream_.get());
       tracker_join_.make_wait(s);
@@ -407,20 +420,16 @@ bool DqnTrainer::split_insert() const noexcept {
          n_ <= gpu_replay_->capacity();
 }
 
-void DqnTrainer::insert_and_train(bool train, bool leaves_inserted, const Event* metrics_join) {
+void DqnTrainer::insert_and_train(bool train, bool leaves_inserted) {
   const cudaStream_t s = context_.stream();
   const DeviceTransitions rows{trans_states_.data(), actions_.data(), env_->rewards(),
                                trans_next_states_.data(), trans_dones_.data()};
   if (!leaves_inserted) gpu_replay_->insert_batch(rows, n_);
-  if (!train) {
-    if (metrics_join != nullptr) metrics_join->make_wait(s);
-    return;
-  }
+  if (!train) return;
   for (std::size_t g = 0; g < config_.gradient_steps_per_env_step; ++g) {
     const DeviceSampledBatch sampled = g == 0 && leaves_inserted
                                            ? gpu_replay_->sample_inserting(rows, n_, b_)
                                            : gpu_replay_->sample(b_);
-    if (g == 0 && metrics_join != nullptr) metrics_join->make_wait(s);
     train_on_batch({sampled.states, sampled.actions, sampled.rewards, sampled.next_states,
                     sampled.dones, sampled.is_weights, /*states_then_next_states=*/true});
     if (config_.overlap_side_work && g + 1 == config_.gradient_steps_per_env_step) {
@@ -444,24 +453,24 @@ void DqnTrainer::flush_pending_update() {
   update_pending_ = false;
 }
 
-void DqnTrainer::capture_train_step() {
+void DqnTrainer::capture_train_steps(std::size_t steps, cudaGraphExec_t& exec) {
   const cudaStream_t s = context_.stream();
   cudaGraph_t graph = nullptr;
-  // A failed capture runs nothing of the step: the pending update stays pending.
+  // A failed capture runs nothing of the steps: the pending update stays pending.
   const bool pending_before = update_pending_;
   const DeviceSampledBatch pending_sample_before = pending_sample_;
   const GpuReplayBuffer::HostShadow replay_before = gpu_replay_->host_shadow();
   try {
     RESIDENT_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
     try {
-      enqueue_step(/*train=*/true);
+      for (std::size_t k = 0; k < steps; ++k) enqueue_step(/*train=*/true);
     } catch (...) {
       (void)cudaStreamEndCapture(s, &graph);
       if (graph != nullptr) (void)cudaGraphDestroy(graph);
       throw;
     }
     RESIDENT_CUDA_CHECK(cudaStreamEndCapture(s, &graph));
-    const cudaError_t instantiated = cudaGraphInstantiate(&train_graph_, graph, 0);
+    const cudaError_t instantiated = cudaGraphInstantiate(&exec, graph, 0);
     (void)cudaGraphDestroy(graph);
     RESIDENT_CUDA_CHECK(instantiated);
   } catch (...) {
@@ -533,18 +542,38 @@ void DqnTrainer::step(bool train) {
     // steady state the train graph holds (its replays start with the pending update).
     enqueue_step(train);
   } else {
-    if (train_graph_ == nullptr) capture_train_step();
+    if (train_graph_ == nullptr) capture_train_steps(1, train_graph_);
     RESIDENT_CUDA_CHECK(cudaGraphLaunch(train_graph_, context_.stream()));
+    ++graph_launches_;
   }
   ++vector_steps_;
   if (train) gradient_steps_ += config_.gradient_steps_per_env_step;
 }
 
+std::size_t DqnTrainer::advance(std::size_t steps_left) {
+  const std::size_t k = config_.steps_per_graph;
+  const bool train = vector_steps_ >= warmup_vector_steps_;
+  // The steady state step() replays one step of; the steps of one launch are the same graph
+  // nodes enqueue_step captures one after another, so the work and its order are the same.
+  const bool steady = config_.pipeline == DqnPipeline::Resident && config_.use_graph && train &&
+                      (!config_.overlap_side_work || update_pending_);
+  if (!steady || k <= 1 || steps_left < k) {
+    step(train);
+    return 1;
+  }
+  if (multi_step_graph_ == nullptr) capture_train_steps(k, multi_step_graph_);
+  RESIDENT_CUDA_CHECK(cudaGraphLaunch(multi_step_graph_, context_.stream()));
+  ++graph_launches_;
+  vector_steps_ += k;
+  gradient_steps_ += k * config_.gradient_steps_per_env_step;
+  return k;
+}
+
 DqnEpochMetrics DqnTrainer::train_epoch() {
   const NvtxRange range("dqn/epoch");
   const cudaStream_t s = context_.stream();
-  for (std::size_t k = 0; k < config_.steps_per_epoch; ++k)
-    step(vector_steps_ >= warmup_vector_steps_);
+  for (std::size_t done = 0; done < config_.steps_per_epoch;)
+    done += advance(config_.steps_per_epoch - done);
   flush_pending_update();  // an epoch's work is complete when it returns
   kd::launch_epoch_summary(summary_.data(), status_.data(), metrics_state(), tracker_state(), s);
   summary_readback_.enqueue(summary_.data(), s);

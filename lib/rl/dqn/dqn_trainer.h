@@ -12,13 +12,15 @@
 // metrics). Before learning_starts transitions are stored, a step is the collection alone.
 //
 // Resident pipeline: a step only enqueues kernels (no allocation, copy or sync) on one stream,
-// but for a step's last priority update and train metrics, which run on a second stream beside
-// the next step's collection together with that step's insert's tree work (proportional replay:
-// GpuReplayBuffer::insert_leaves; the rows follow with the first draw), and its episode tracker,
-// beside its insert and training (DqnConfig::overlap_side_work; events order them). The
-// steady-state train step (collection + training) is captured once into a CUDA graph and
-// replayed (collection-only warm-up steps and each epoch's first train step run eagerly); an
-// epoch is steps_per_epoch steps, then one
+// but for a step's last priority update, which runs on a second stream beside the next step's
+// collection together with that step's insert's tree work (proportional replay:
+// GpuReplayBuffer::insert_leaves; the rows follow with the first draw), that step's train
+// metrics, on a third stream beside both, and its episode tracker, beside its insert and
+// training (DqnConfig::overlap_side_work; events order them, and both forks join before the
+// draw, so the gradient step depends on the draw alone). The steady-state train step
+// (collection + training) is captured into CUDA graphs and replayed, DqnConfig::steps_per_graph
+// steps per launch (an epoch's remainder: one-step launches; collection-only warm-up steps and
+// each epoch's first train step run eagerly); an epoch is steps_per_epoch steps, then one
 // summary kernel and the epoch's only host interaction: two 8-byte ScalarReadbacks (mean loss
 // and recent mean return; first non-finite step and episode count). A non-finite loss or TD
 // error seen by the device counters throws resident::Error naming the gradient step. Transfer
@@ -115,6 +117,8 @@ class DqnTrainer {
   bool fused_train_step() const noexcept { return fused_grid_ != 0; }
   // True when acting (forward + epsilon-greedy) is the one fused kernel (DqnConfig::fused_acting).
   bool fused_acting() const noexcept { return act_grid_ != 0; }
+  // cudaGraphLaunch calls so far (one-step and steps_per_graph-step graphs together).
+  std::uint64_t graph_launches() const noexcept { return graph_launches_; }
 
  private:
   struct HostStaging;
@@ -130,29 +134,34 @@ class DqnTrainer {
     bool states_then_next_states = false;
   };
 
+  // One whole step, eagerly or by graph replay, or (resident steady state, at least
+  // steps_per_graph steps left in the epoch) steps_per_graph steps in one graph launch.
+  // Returns the number of vector steps done.
+  std::size_t advance(std::size_t steps_left);
   void step(bool train);          // one whole step, eagerly or by graph replay
   void enqueue_step(bool train);  // resident: the kernels of one step (what a graph captures)
   // After a gradient step's kernels: the priority update from its TD errors and the train
   // metrics (loss, non-finite counts), on `stream`.
   void finish_train_step(const DeviceSampledBatch& sampled, cudaStream_t stream);
   // Resident, DqnConfig::overlap_side_work: a step's last finish_train_step is left
-  // pending and runs on side_stream_ beside the next step's collection (which touches neither
-  // the replay nor the train counters), joined before that step's insert; train_epoch flushes
-  // it at its end.
+  // pending and runs beside the next step's collection (which touches neither the replay nor
+  // the train counters): the priority update on side_stream_, the metrics on metrics_stream_,
+  // both joined before that step's insert or draw; train_epoch flushes it at its end.
   void flush_pending_update();
   // Policy, env, assembly, tracking (no insert); the tracker on side_stream_ when tracker_beside,
   // setting tracker_forked once the side stream waits on it (the caller then joins tracker_join_
   // before the step ends, also when this throws).
   void collect_step(bool tracker_beside, bool& tracker_forked);
   // Resident: the insert (or, after insert_leaves beside the collection, only its rows, with
-  // the first draw), then draws and gradient steps; metrics_join (when forked) is waited for
-  // before the first gradient step.
-  void insert_and_train(bool train, bool leaves_inserted, const Event* metrics_join);
+  // the first draw), then draws and gradient steps.
+  void insert_and_train(bool train, bool leaves_inserted);
   // Whether the insert's tree work can run beside the collection (proportional replay).
   bool split_insert() const noexcept;
   void train_on_batch(const SampleView& batch);  // targets .. target update (no priorities)
   void host_staged_step(bool train);
-  void capture_train_step();  // the steady-state train step as a CUDA graph (train_graph_)
+  // `steps` steady-state train steps captured as one CUDA graph into `exec` (train_graph_: 1,
+  // multi_step_graph_: steps_per_graph). A failed capture changes nothing.
+  void capture_train_steps(std::size_t steps, cudaGraphExec_t& exec);
   kernels::dqn::EpisodeTrackerState tracker_state() noexcept;
   kernels::dqn::TrainMetricsState metrics_state() noexcept;
 
@@ -163,8 +172,8 @@ class DqnTrainer {
   nn::ParamSlab online_slab_, target_slab_;
   std::unique_ptr<QNetwork> online_, target_;
   std::unique_ptr<GpuReplayBuffer> gpu_replay_;
-  Stream side_stream_;
-  Event update_fork_, replay_join_, update_join_, tracker_fork_, tracker_join_;
+  Stream side_stream_, metrics_stream_;
+  Event update_fork_, replay_join_, metrics_join_, tracker_fork_, tracker_join_;
   bool update_pending_ = false;
   DeviceSampledBatch pending_sample_;  // the sample whose priorities the pending update sets
   std::unique_ptr<HostStaging> staged_;
@@ -206,7 +215,9 @@ class DqnTrainer {
   ScalarReadback<kernels::dqn::EpochSummary> summary_readback_;
   ScalarReadback<kernels::dqn::EpochStatus> status_readback_;
 
-  cudaGraphExec_t train_graph_ = nullptr;
+  cudaGraphExec_t train_graph_ = nullptr;       // one steady-state step
+  cudaGraphExec_t multi_step_graph_ = nullptr;  // steps_per_graph of them
+  std::uint64_t graph_launches_ = 0;
   std::size_t warmup_vector_steps_ = 0;
   std::uint64_t vector_steps_ = 0, gradient_steps_ = 0, epoch_ = 0;
 };

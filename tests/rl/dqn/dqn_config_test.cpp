@@ -55,6 +55,21 @@ TEST(DqnConfig, EveryBadFieldIsNamedWithValueAndRange) {
     EXPECT_NE(m.find(part), std::string::npos) << "missing: " << part;
 }
 
+TEST(DqnConfig, StepsPerGraphOutsideItsRangeIsNamed) {
+  for (const std::size_t bad : {std::size_t{0}, kMaxStepsPerGraph + 1}) {
+    DqnConfig c;
+    c.steps_per_graph = bad;
+    const std::string m = validation_message(c);
+    const std::string expected = "steps_per_graph = " + std::to_string(bad) + ", allowed [1, 64]";
+    EXPECT_NE(m.find(expected), std::string::npos) << m;
+  }
+  for (const std::size_t good : {std::size_t{1}, kDefaultStepsPerGraph, kMaxStepsPerGraph}) {
+    DqnConfig c;
+    c.steps_per_graph = good;
+    EXPECT_NO_THROW(validate(c)) << good;
+  }
+}
+
 TEST(DqnConfig, TradingFieldsAreChecked) {
   DqnConfig c;
   c.env = DqnEnvKind::Trading;
@@ -69,6 +84,8 @@ TEST(DqnConfig, HashFollowsTrainingFieldsButNotTheSchedulingSwitches) {
   DqnConfig a, b;
   EXPECT_EQ(config_hash(a), config_hash(b));
   b.use_graph = false;
+  EXPECT_EQ(config_hash(a), config_hash(b));
+  b.steps_per_graph = 1;  // the same kernels in the same order, fewer per graph launch
   EXPECT_EQ(config_hash(a), config_hash(b));
   b.overlap_side_work = false;  // every buffer sees the same operations in the same order
   EXPECT_EQ(config_hash(a), config_hash(b));

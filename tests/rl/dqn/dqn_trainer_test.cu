@@ -5,6 +5,7 @@
 // corrupt or mismatched file changes nothing.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -67,6 +68,25 @@ bool same_bits(const DqnEpochMetrics& a, const DqnEpochMetrics& b) {
          std::memcmp(&a.mean_loss, &b.mean_loss, sizeof(float)) == 0 &&
          std::memcmp(&a.mean_recent_return, &b.mean_recent_return, sizeof(float)) == 0 &&
          a.episodes == b.episodes;
+}
+
+// The two trainers' replays hold the same bits: rows, generations, trees and counters.
+void expect_same_replay(const DqnTrainer& x, const DqnTrainer& y, const std::string& what) {
+  const GpuReplayBuffer& a = *x.gpu_replay();
+  const GpuReplayBuffer& b = *y.gpu_replay();
+  EXPECT_EQ(a.read_tree_sums(), b.read_tree_sums()) << what;
+  const GpuReplayBuffer::TreeExtremes ea = a.read_tree_extremes(), eb = b.read_tree_extremes();
+  EXPECT_EQ(ea.max, eb.max) << what;
+  EXPECT_EQ(ea.min_positive, eb.min_positive) << what;
+  EXPECT_EQ(a.read_leaf_priorities(), b.read_leaf_priorities()) << what;
+  const kernels::ReplayCounters ca = a.read_counters(), cb = b.read_counters();
+  EXPECT_EQ(ca.step, cb.step) << what;
+  EXPECT_EQ(ca.size, cb.size) << what;
+  EXPECT_EQ(ca.cursor, cb.cursor) << what;
+  EXPECT_EQ(ca.stale, cb.stale) << what;
+  EXPECT_EQ(ca.nonfinite + cb.nonfinite + ca.bad_index + cb.bad_index, 0u) << what;
+  EXPECT_TRUE(a.save_state() == b.save_state())
+      << "replay rows, generations, trees or counters differ; " << what;
 }
 
 // Param: 0 CartPole, 1 CartPole with the dueling head, 2 trading (64-dim observations).
@@ -140,21 +160,47 @@ TEST(DqnTrainer, SideStreamWorkChangesNothing) {
     }
     ASSERT_GT(overlapped.gradient_steps(), 0u);
     EXPECT_TRUE(snapshot(overlapped) == snapshot(serial)) << "graphs " << use_graph;
-    const GpuReplayBuffer& a = *overlapped.gpu_replay();
-    const GpuReplayBuffer& b = *serial.gpu_replay();
-    EXPECT_EQ(a.read_tree_sums(), b.read_tree_sums()) << "graphs " << use_graph;
-    const GpuReplayBuffer::TreeExtremes ea = a.read_tree_extremes(), eb = b.read_tree_extremes();
-    EXPECT_EQ(ea.max, eb.max) << "graphs " << use_graph;
-    EXPECT_EQ(ea.min_positive, eb.min_positive) << "graphs " << use_graph;
-    EXPECT_EQ(a.read_leaf_priorities(), b.read_leaf_priorities()) << "graphs " << use_graph;
-    const kernels::ReplayCounters ca = a.read_counters(), cb = b.read_counters();
-    EXPECT_EQ(ca.step, cb.step);
-    EXPECT_EQ(ca.size, cb.size);
-    EXPECT_EQ(ca.cursor, cb.cursor);
-    EXPECT_EQ(ca.stale, cb.stale);
-    EXPECT_EQ(ca.nonfinite + cb.nonfinite + ca.bad_index + cb.bad_index, 0u);
-    EXPECT_TRUE(a.save_state() == b.save_state())
-        << "replay rows, generations, trees or counters differ; graphs " << use_graph;
+    expect_same_replay(overlapped, serial, "graphs " + std::to_string(use_graph));
+  }
+}
+
+// Resident steady-state steps replayed DqnConfig::steps_per_graph at a time (7 here: an epoch's
+// 99 or 67 steady steps leave a remainder of one-step launches) equal one step per launch bit
+// for bit, with the side work on (an epoch's first train step eager, trading env, fused acting)
+// and off (every train step steady, CartPole with the dueling head, cuBLAS acting); and the
+// launches counted are the ones the documented rule gives: per epoch, S steady steps take
+// S / K launches of K steps and S % K one-step launches.
+TEST(DqnTrainer, StepsPerGraphChangesNothing) {
+  RESIDENT_REQUIRE_GPU();
+  for (const bool side_work : {true, false}) {
+    DqnConfig one_config = small_config(side_work ? DqnEnvKind::Trading : DqnEnvKind::CartPole,
+                                        /*dueling=*/!side_work);
+    one_config.overlap_side_work = side_work;
+    one_config.steps_per_graph = 1;
+    DqnConfig many_config = one_config;
+    many_config.steps_per_graph = 7;
+    DqnTrainer one(one_config), many(many_config);
+    const std::size_t per_epoch = one_config.steps_per_epoch;
+    std::uint64_t expected_one = 0, expected_many = 0;
+    for (std::size_t epoch = 0; epoch < 4; ++epoch) {
+      const DqnEpochMetrics o = one.train_epoch(), m = many.train_epoch();
+      ASSERT_TRUE(same_bits(o, m)) << "epoch " << epoch << ", side work " << side_work;
+      const std::size_t first = epoch * per_epoch, end = first + per_epoch;
+      const std::size_t warmup = one.warmup_vector_steps();
+      const std::size_t train_steps = end > std::max(first, warmup) ? end - std::max(first, warmup)
+                                                                    : 0;
+      // With the side work an epoch's first train step runs eagerly (nothing pending yet).
+      const std::size_t steady = side_work && train_steps > 0 ? train_steps - 1 : train_steps;
+      expected_one += steady;
+      expected_many += steady / 7 + steady % 7;
+    }
+    EXPECT_EQ(one.graph_launches(), expected_one) << "side work " << side_work;
+    EXPECT_EQ(many.graph_launches(), expected_many) << "side work " << side_work;
+    EXPECT_LT(many.graph_launches(), one.graph_launches()) << "no multi-step graph was used";
+    ASSERT_GT(one.gradient_steps(), 0u);
+    EXPECT_EQ(one.gradient_steps(), many.gradient_steps());
+    EXPECT_TRUE(snapshot(one) == snapshot(many)) << "side work " << side_work;
+    expect_same_replay(one, many, "side work " + std::to_string(side_work));
   }
 }
 
