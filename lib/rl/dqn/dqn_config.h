@@ -73,12 +73,13 @@ struct DqnConfig {
   // cooperative kernel (kernels/rl/dqn/dqn_act_fused.h) where the network qualifies as above
   // (any N); else the network's forward and the epsilon-greedy launch. Evaluation acts the same.
   bool fused_acting = true;
-  // Resident pipeline, work on a second stream: a train step's last priority update (and its
-  // train metrics) beside the next step's collection (policy, env step, assembly: none touches
-  // the replay or the train counters), joined before that step's insert; and each step's
-  // episode tracker beside its insert, draw and gradient step (none touches the tracker's
-  // state), joined at the step's end. Every buffer sees the same operations in the same order,
-  // so results are bit-identical either way (not in the config hash).
+  // Resident pipeline, work on two more streams: a train step's last priority update (followed
+  // by the next insert's tree work) and its train metrics beside the next step's collection
+  // (policy, env step, assembly: none touches the replay or the train counters), joined before
+  // that step's insert or draw; and each step's episode tracker beside its insert, draw and
+  // gradient step (none touches the tracker's state), joined at the step's end. Every buffer
+  // sees the same operations in the same order, so results are bit-identical either way (not
+  // in the config hash).
   bool overlap_side_work = true;
   bool allow_tf32 = false;
   DqnPipeline pipeline = DqnPipeline::Resident;

@@ -216,13 +216,15 @@ void DqnTrainer::collect_step(bool tracker_beside, bool& tracker_forked) {
       {trans_states_.data(), trans_next_states_.data(), trans_dones_.data(), current_obs_.data()},
       env_->sources(), n_, d_, s);
   // The tracker reads the env's rewards and end flags (the insert only reads them too) and its
-  // own state; the next step's policy reads its step counter, after the join.
+  // own state; the next step's policy reads its step counter, after the join. Beside, it runs on
+  // the metrics stream, free by then (on the side stream, behind the insert's tree work, a
+  // multi-step graph launched it only after the gradient step: session 15's timelines).
   cudaStream_t tracker_stream = s;
   if (tracker_beside) {
     tracker_fork_.record(s);
-    tracker_fork_.make_wait(side_stream_.get());
-    tracker_forked = true;  // from here on the caller must join the side stream
-    tracker_stream = side_stream_.get();
+    tracker_fork_.make_wait(metrics_stream_.get());
+    tracker_forked = true;  // from here on the caller must join the metrics stream
+    tracker_stream = metrics_stream_.get();
   }
   kd::launch_episode_tracker(tracker_state(), env_->rewards(), env_->terminated(),
                              env_->truncated(), n_, tracker_stream);
@@ -369,8 +371,8 @@ void DqnTrainer::enqueue_step(bool train) {
   // The metrics run on a third stream beside both (they only read what the update reads). Both
   // join before the insert or the draw (which read the replay; the gradient step after the draw
   // rewrites loss_ and td_errors_), so the gradient step depends on the draw alone and keeps its
-  // programmatic early start. (This step's episode tracker forks in collect_step and joins at
-  // the end.)
+  // programmatic early start. (This step's episode tracker forks onto the metrics stream in
+  // collect_step and joins at the end.)
   bool update_forked = update_pending_;
   bool leaves_inserted = false;
   if (update_forked) {
@@ -407,7 +409,7 @@ void DqnTrainer::enqueue_step(bool train) {
       metrics_join_.make_wait(s);
     }
     if (tracker_forked) {  // re-recorded: valid whether or not the tracker was launched
-      tracker_join_.record(side_stream_.get());
+      tracker_join_.record(metrics_stream_.get());
       tracker_join_.make_wait(s);
     }
     throw;

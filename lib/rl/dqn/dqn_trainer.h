@@ -15,9 +15,9 @@
 // but for a step's last priority update, which runs on a second stream beside the next step's
 // collection together with that step's insert's tree work (proportional replay:
 // GpuReplayBuffer::insert_leaves; the rows follow with the first draw), that step's train
-// metrics, on a third stream beside both, and its episode tracker, beside its insert and
-// training (DqnConfig::overlap_side_work; events order them, and both forks join before the
-// draw, so the gradient step depends on the draw alone). The steady-state train step
+// metrics, on a third stream beside both, and its episode tracker, on that third stream beside
+// its insert and training (DqnConfig::overlap_side_work; events order them, and the update's and
+// metrics' forks join before the draw, so the gradient step depends on the draw alone). The steady-state train step
 // (collection + training) is captured into CUDA graphs and replayed, DqnConfig::steps_per_graph
 // steps per launch (an epoch's remainder: one-step launches; collection-only warm-up steps and
 // each epoch's first train step run eagerly); an epoch is steps_per_epoch steps, then one
@@ -148,9 +148,9 @@ class DqnTrainer {
   // the train counters): the priority update on side_stream_, the metrics on metrics_stream_,
   // both joined before that step's insert or draw; train_epoch flushes it at its end.
   void flush_pending_update();
-  // Policy, env, assembly, tracking (no insert); the tracker on side_stream_ when tracker_beside,
-  // setting tracker_forked once the side stream waits on it (the caller then joins tracker_join_
-  // before the step ends, also when this throws).
+  // Policy, env, assembly, tracking (no insert); the tracker on metrics_stream_ when
+  // tracker_beside, setting tracker_forked once that stream waits on it (the caller then joins
+  // tracker_join_ before the step ends, also when this throws).
   void collect_step(bool tracker_beside, bool& tracker_forked);
   // Resident: the insert (or, after insert_leaves beside the collection, only its rows, with
   // the first draw), then draws and gradient steps.
