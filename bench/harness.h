@@ -21,6 +21,10 @@
 
 namespace resident::bench {
 
+// Google Benchmark's default minimum time of a repetition (--benchmark_min_time), in seconds of
+// the time a row reports (manual time here).
+inline constexpr double kDefaultMinTimeSeconds = 0.5;
+
 // Manual time, repetitions (default 5) with median/min/max, microseconds.
 benchmark::internal::Benchmark* configure(benchmark::internal::Benchmark* b, int repetitions = 5);
 
