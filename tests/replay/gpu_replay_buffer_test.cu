@@ -41,17 +41,7 @@ using resident::test::TwinInsert;
 constexpr std::size_t kDim = 5;
 
 ReplayConfig make_config(std::size_t capacity, ReplayPriorityMode mode, ReplaySampling sampling) {
-  ReplayConfig c;
-  c.capacity = capacity;
-  c.state_dim = kDim;
-  c.alpha = 0.6;
-  c.beta_start = 0.4;
-  c.beta_max = 1.0;
-  c.beta_annealing_steps = 7;
-  c.epsilon = 1e-3;
-  c.mode = mode;
-  c.sampling = sampling;
-  return c;
+  return test::replay_test_config(capacity, kDim, mode, sampling, /*beta_annealing_steps=*/7);
 }
 
 // Compares one GPU sample with the CPU oracle's sample from the same uniforms.

@@ -30,17 +30,8 @@ using resident::test::to_device;
 using resident::test::TwinInsert;
 
 ReplayConfig split_config(std::size_t capacity, std::size_t dim, ReplayPriorityMode mode) {
-  ReplayConfig c;
-  c.capacity = capacity;
-  c.state_dim = dim;
-  c.alpha = 0.6;
-  c.beta_start = 0.4;
-  c.beta_max = 1.0;
-  c.beta_annealing_steps = 50;
-  c.epsilon = 1e-3;
-  c.mode = mode;
-  c.sampling = ReplaySampling::Stratified;
-  return c;
+  return test::replay_test_config(capacity, dim, mode, ReplaySampling::Stratified,
+                                  /*beta_annealing_steps=*/50);
 }
 
 // Host rows copied to the device.
