@@ -37,6 +37,8 @@ constexpr int kChunk = 64;                 // k per shared-memory chunk
 constexpr int kStride = kTile + 4;         // floats per chunk row (float4-aligned, fewer conflicts)
 constexpr int kSlices = 4;                 // a chunk's k split over 4 groups of 64 threads
 constexpr int kSliceK = kChunk / kSlices;
+// Floats of one split-K part's partials: a 32 x 32 tile and its 32 row sums.
+constexpr std::size_t kSplitPartialFloats = kTile * kTile + kTile;
 constexpr int kHeadRows = kThreads / 32;   // one warp per row in the head phase
 constexpr int kMaxOut = static_cast<int>(kFusedStepMaxOut);
 
@@ -144,9 +146,12 @@ __device__ __forceinline__ int tile_row(int i) {
 // 64-row tile's outputs are bit for bit those of its two 32-row tiles. Deterministic. Every
 // thread of the block calls it (it synchronizes the block). The next chunk's loads (both
 // sub-tiles' rows of A at once) are issued before the current chunk's products.
+// With k_begin > 0 (a multiple of kChunk) the sums cover k_begin <= k < K only, in the same
+// order (a split-K part: weight_grad_tile).
 template <bool kAContiguousK, bool kBContiguousK, bool kRowSums, int kSubTiles>
 __device__ TileSumsOf<kSubTiles> tile_product(ChunksOf<kSubTiles>& s, const Operand& a,
-                                              const Operand& b, int K, int m0, int n0) {
+                                              const Operand& b, int K, int m0, int n0,
+                                              int k_begin = 0) {
   static_assert(sizeof(SlicePartials<kSubTiles>) <= sizeof(ChunksOf<kSubTiles>),
                 "the partials reuse the chunks' memory");
   constexpr int kRows = kSubTiles * kTile;
@@ -156,9 +161,9 @@ __device__ TileSumsOf<kSubTiles> tile_product(ChunksOf<kSubTiles>& s, const Oper
   float row_sum[kSubTiles][4] = {};
   ChunkRegisters<kAContiguousK, kRows> next_a;
   ChunkRegisters<kBContiguousK> next_b;
-  next_a.load(a, m0, 0, K);
-  next_b.load(b, n0, 0, K);
-  for (int k0 = 0; k0 < K; k0 += kChunk) {
+  next_a.load(a, m0, k_begin, K);
+  next_b.load(b, n0, k_begin, K);
+  for (int k0 = k_begin; k0 < K; k0 += kChunk) {
     __syncthreads();  // the previous chunk (or tile, or its partials) is no longer read
     next_a.store(s.a);
     next_b.store(s.b);
@@ -276,17 +281,86 @@ __device__ void forward_tile(ChunksOf<kSubTiles>& s, const Pass& p, int l, int t
   }
 }
 
+// Split-K of a weight-gradient tile (K = the batch rows, C = ceil(rows / kChunk) chunks): part
+// `index` of `count` sums chunks [index C / count, (index + 1) C / count); `slot` names the
+// tile's counter and partials in the scratch. {0, 1, any}: the whole K in one block.
+struct WeightGradSplit {
+  int index = 0;
+  int count = 1;
+  int slot = 0;
+};
+
+// How many blocks each weight-gradient tile of the last backward phase takes: as many as the
+// grid has room for with every item in the phase's one round, at most kFusedStepMaxSplits and C;
+// 1 without split scratch. Grid-uniform.
+__device__ inline int weight_grad_splits(const Pass& p, int tiles) {
+  if (p.scratch->split_partials == nullptr) return 1;
+  const int chunks = (p.rows + kChunk - 1) / kChunk;
+  const int room = static_cast<int>(gridDim.x) / tiles;
+  return max(1, min(min(kFusedStepMaxSplits, chunks), room));
+}
+
+// The parts of a split tile meet in its part-0 block: parts 1 .. count - 1 store their sums in
+// their partials slot (a thread's 2 x 2 outputs at their tile positions, the row sums after the
+// 32 x 32) and count in on the tile's counter; part 0 waits until all have (every part is in the
+// phase's one round on co-resident blocks: no part waits on another's work), adds their sums to
+// its own in part order, ((r0 + r1) + r2) + r3, and resets the counter. So the tile's bits do not
+// depend on which block finishes first, and its squares always go to part 0's norm partial.
+// Returns true in part 0's block, whose r then holds the whole tile's sums.
+__device__ inline bool combine_split_parts(const Pass& p, const WeightGradSplit& split,
+                                           bool bias_tile, TileSums& r) {
+  const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
+  std::uint32_t* counter = p.scratch->split_counters + split.slot;
+  const auto partials_of = [&](int index) {  // index >= 1
+    const std::size_t slot =
+        static_cast<std::size_t>(split.slot) * (kFusedStepMaxSplits - 1) + (index - 1);
+    return p.scratch->split_partials + slot * kSplitPartialFloats;
+  };
+  if (split.index > 0) {
+    float* mine = partials_of(split.index);
+    for (int i = 0; i < 2; ++i) {
+      for (int j = 0; j < 2; ++j) mine[(2 * ty + i) * kTile + 2 * tx + j] = r.c[i][j];
+      if (bias_tile && tx == 0) mine[kTile * kTile + 2 * ty + i] = r.row_sum[i];
+    }
+    __threadfence();  // this thread's partials before the block's count
+    __syncthreads();
+    if (threadIdx.x == 0) atomicAdd(counter, 1u);
+    return false;
+  }
+  if (threadIdx.x == 0) {
+    const std::uint32_t others = static_cast<std::uint32_t>(split.count - 1);
+    while (atomicAdd(counter, 0u) < others) __nanosleep(64);
+    atomicExch(counter, 0u);  // for the next launch; every part has counted in
+    __threadfence();
+  }
+  __syncthreads();
+  for (int index = 1; index < split.count; ++index) {
+    const float* theirs = partials_of(index);
+    for (int i = 0; i < 2; ++i) {
+      for (int j = 0; j < 2; ++j) r.c[i][j] += __ldcg(theirs + (2 * ty + i) * kTile + 2 * tx + j);
+      if (bias_tile && tx == 0) r.row_sum[i] += __ldcg(theirs + kTile * kTile + 2 * ty + i);
+    }
+  }
+  return true;
+}
+
 // dW_l = dz_l^T a_{l-1} for tile t, and db_l in the tiles of column 0; adds the squares of what
-// it writes to *sum_squares.
-__device__ inline void weight_grad_tile(Chunks& s, const Pass& p, int l, int t, double* sum_squares) {
+// it writes to *sum_squares. With split.count > 1 this block sums part split.index of K, and the
+// part-0 block writes the tile (combine_split_parts).
+__device__ inline void weight_grad_tile(Chunks& s, const Pass& p, int l, int t, double* sum_squares,
+                                        WeightGradSplit split = {}) {
   const int in = static_cast<int>(p.net->widths[l - 1]), out = static_cast<int>(p.net->widths[l]);
   const int tiles_n = (in + kTile - 1) / kTile;
   const int m0 = (t / tiles_n) * kTile, n0 = (t % tiles_n) * kTile;
   const bool bias_tile = n0 == 0;
   const Operand dz{p.scratch->d_pre_activations[l - 1], out, out};
   const Operand a{layer_input(p, l), in, in};
-  const TileSums r = bias_tile ? tile_product<false, false, true>(s, dz, a, p.rows, m0, n0)
-                               : tile_product<false, false, false>(s, dz, a, p.rows, m0, n0);
+  const int chunks = (p.rows + kChunk - 1) / kChunk;
+  const int k_begin = split.index * chunks / split.count * kChunk;
+  const int k_end = min(p.rows, (split.index + 1) * chunks / split.count * kChunk);
+  TileSums r = bias_tile ? tile_product<false, false, true>(s, dz, a, k_end, m0, n0, k_begin)
+                         : tile_product<false, false, false>(s, dz, a, k_end, m0, n0, k_begin);
+  if (split.count > 1 && !combine_split_parts(p, split, bias_tile, r)) return;
   const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
   float* dw = p.net->weight_grads[l - 1];
   for (int i = 0; i < 2; ++i) {
@@ -343,7 +417,11 @@ __device__ __forceinline__ int forward_tiles(const Pass& p, int l) {
 // The backward phases of a pass whose d_pre_activations[L - 1] (dL/dy) is complete: for
 // l = L-1 .. 1, dW_l and db_l, and for l > 1 dz_{l-1}; the last phase (l = 1) also takes dW_L and
 // db_L. A grid barrier after each phase but the last (the caller's follows it). Adds the squares
-// of the gradients this thread wrote to *sum_squares.
+// of the gradients this thread wrote to *sum_squares. The last phase has only weight-gradient
+// tiles (few at a small first layer: 24 of them at 64-256-256-3), each summing K = the batch
+// rows: with split scratch each is split over up to kFusedStepMaxSplits blocks
+// (weight_grad_splits), so more of the grid works on it; the tile's sums then group by part,
+// a fixed order for a given grid.
 template <ActivationKind Kind>
 __device__ void backward_phases(Chunks& s, cooperative_groups::grid_group& grid, const Pass& p,
                                 double* sum_squares, PhaseClock& clock) {
@@ -356,13 +434,16 @@ __device__ void backward_phases(Chunks& s, cooperative_groups::grid_group& grid,
                                             static_cast<int>(p.net->widths[L - 1]))
                                  : 0;
     const int tiles = weight_tiles + input_tiles + top_tiles;
-    for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+    const int splits = l == 1 ? weight_grad_splits(p, tiles) : 1;  // l = 1: no input tiles
+    for (int item = blockIdx.x; item < tiles * splits; item += gridDim.x) {
+      const int t = item / splits;
+      const WeightGradSplit split{item % splits, splits, t};
       if (t < weight_tiles)
-        weight_grad_tile(s, p, l, t, sum_squares);
+        weight_grad_tile(s, p, l, t, sum_squares, split);
       else if (t < weight_tiles + input_tiles)
         input_grad_tile<Kind>(s, p, l, t - weight_tiles);
       else
-        weight_grad_tile(s, p, L, t - weight_tiles - input_tiles, sum_squares);
+        weight_grad_tile(s, p, L, t - weight_tiles - input_tiles, sum_squares, split);
     }
     if (l > 1) {
       grid.sync();
@@ -556,6 +637,13 @@ inline std::size_t tiles_on_host(std::size_t rows, std::size_t cols) {
 
 inline std::size_t head_tiles_on_host(std::size_t rows) {
   return ceil_div(std::max<std::size_t>(rows, 1), kHeadRows);
+}
+
+// The weight-gradient tiles of the last backward phase (l = 1): dW_1's and dW_L's (the split
+// counters FusedStepScratch::split_counters holds).
+inline std::size_t last_backward_weight_tiles(std::span<const std::size_t> w) {
+  const std::size_t L = w.size() - 1;
+  return tiles_on_host(w[1], w[0]) + tiles_on_host(w[L], w[L - 1]);
 }
 
 // The most tiles a backward phase of backward_phases hands out for `rows` rows.

@@ -153,6 +153,14 @@ bool fused_step_supports(std::span<const std::size_t> widths) noexcept {
   return true;
 }
 
+std::size_t fused_step_split_tiles(std::span<const std::size_t> widths) noexcept {
+  return last_backward_weight_tiles(widths);
+}
+
+std::size_t fused_step_split_partials(std::span<const std::size_t> widths) noexcept {
+  return last_backward_weight_tiles(widths) * (kFusedStepMaxSplits - 1) * kSplitPartialFloats;
+}
+
 std::size_t fused_step_loss_partials(std::size_t batch) noexcept {
   return head_tiles_on_host(batch);
 }
@@ -193,6 +201,10 @@ void check_fused_step_views(const char* op, const FusedStepMlp& mlp,
       fail("layer " + std::to_string(l) + ": the dz view is null", __LINE__);
   if (scratch.loss_partials == nullptr || scratch.norm_partials == nullptr)
     fail("the loss or norm partials are null", __LINE__);
+  if ((scratch.split_partials == nullptr) != (scratch.split_counters == nullptr))
+    fail(std::string("split_") + (scratch.split_partials == nullptr ? "partials" : "counters") +
+             " is null and the other is not (both set: split-K on; both null: off)",
+         __LINE__);
   if (optimizer.params == nullptr || optimizer.m == nullptr || optimizer.v == nullptr ||
       optimizer.grads == nullptr || optimizer.decay_mask == nullptr || optimizer.step == nullptr ||
       optimizer.norm == nullptr)

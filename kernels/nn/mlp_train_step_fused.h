@@ -39,11 +39,21 @@ struct FusedStepScratch {
   float* d_pre_activations[kFusedStepMaxLayers] = {};    // dL/dz_l [batch, widths[l + 1]], all l
   float* loss_partials = nullptr;   // [fused_step_loss_partials(batch)] (DQN: its own count)
   double* norm_partials = nullptr;  // [grid]: one per block
+  // Split-K of the last backward phase's weight-gradient tiles (K = the batch rows), when the
+  // grid has room for more than one block per tile (fused_step_phases.cuh, weight_grad_splits);
+  // both null: off. split_partials [fused_step_split_partials(widths)] (transient);
+  // split_counters [fused_step_split_tiles(widths)], zero before the first launch (the owner's
+  // memset) and left zero by every launch.
   // Diagnostics (null: off): [2 * layers + 1] %globaltimer readings (ns) of block 0 at the start
   // and after each grid barrier and the optimizer phase: the phases' durations (each with the
   // barrier that ends it) are the differences.
   std::uint64_t* phase_times = nullptr;
+  float* split_partials = nullptr;
+  std::uint32_t* split_counters = nullptr;
 };
+
+// The most blocks one weight-gradient tile of the last backward phase is split over.
+inline constexpr int kFusedStepMaxSplits = 4;
 
 // The slab's optimizer state (nn::ParamSlab::optimizer_views()): params, grads, m, v [n] fp32
 // (16-byte aligned; the grads the MLP's grad views point into), decay_mask [n] (4-byte aligned),
@@ -71,6 +81,12 @@ bool fused_step_supports(std::span<const std::size_t> widths) noexcept;
 // they need cooperative launches. Host-side device queries only; callers fall back to the GEMM
 // path when it is false.
 bool fused_step_device_ok();
+
+// The split-K scratch of FusedStepScratch for an MLP of these widths ({in, hidden..., out}):
+// counters (the last backward phase's weight-gradient tiles: dW_1's and dW_L's 32 x 32 tiles) and
+// floats of partials (kFusedStepMaxSplits - 1 per tile, 32 x 32 + 32 floats each).
+std::size_t fused_step_split_tiles(std::span<const std::size_t> widths) noexcept;
+std::size_t fused_step_split_partials(std::span<const std::size_t> widths) noexcept;
 
 // Floats of the loss partials for `batch` rows (one per 8-row tile of the output head) of this
 // step; the fused DQN step's: dqn_fused_step_loss_partials (kernels/rl/dqn/dqn_train_step_fused.h).
@@ -108,9 +124,10 @@ void check_fused_step_views(const char* op, const FusedStepMlp& mlp,
 //   gradients times s over the whole slab; *norm, *step += 1 and *grad_scale = 1 written.
 // Grads are overwritten (every element of every weight and bias gradient is written once); slab
 // elements outside the MLP's tensors must have zero grads (the slab's padding does). Results equal
-// the GEMM path to rounding: each output is one thread's fp32 sum in a fixed order, reductions
-// (bias gradients, the loss, the norm's fp64 partials) run in a fixed order: bit-for-bit
-// reproducible for a given grid. Graph-capturable (a kernel node with the cooperative attribute);
+// the GEMM path to rounding: each output is one thread's fp32 sum in a fixed order (with split
+// scratch, the last backward phase's weight gradients the sum of their parts in part order),
+// reductions (bias gradients, the loss, the norm's fp64 partials) run in a fixed order:
+// bit-for-bit reproducible for a given grid and scratch. Graph-capturable (a kernel node with the cooperative attribute);
 // no allocation, no host synchronization. `grid` from fused_step_grid for the same arguments.
 // Throws resident::Error naming the value and the limit on invalid arguments.
 void launch_mlp_train_step_fused(float* loss, const FusedStepMlp& mlp,

@@ -56,6 +56,11 @@ void RegressionStep::set_up_fused_step() {
   const unsigned grid = kernels::fused_step_grid(mc.widths, batch_, mc.hidden_activation);
   fused_norm_partials_ = DeviceBuffer<double>(grid);
   fused_scratch_.norm_partials = fused_norm_partials_.data();
+  // Split-K of the last backward phase: its counters start at zero and every step leaves them so.
+  fused_scratch_.split_partials = scratch(kernels::fused_step_split_partials(mc.widths));
+  fused_split_counters_ = DeviceBuffer<std::uint32_t>(kernels::fused_step_split_tiles(mc.widths));
+  RESIDENT_CUDA_CHECK(cudaMemset(fused_split_counters_.data(), 0, fused_split_counters_.bytes()));
+  fused_scratch_.split_counters = fused_split_counters_.data();
   const ParamSlab::OptimizerViews views = slab_.optimizer_views();
   fused_optimizer_ = {.params = views.params, .m = views.m, .v = views.v, .grads = views.grads,
                       .decay_mask = views.decay_mask, .n = views.n, .step = views.step,

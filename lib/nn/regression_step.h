@@ -84,6 +84,7 @@ class RegressionStep {
   void set_up_fused_step();
   std::vector<DeviceBuffer<float>> fused_buffers_;
   DeviceBuffer<double> fused_norm_partials_;
+  DeviceBuffer<std::uint32_t> fused_split_counters_;  // split-K of the last backward phase
   kernels::FusedStepMlp fused_mlp_;
   kernels::FusedStepScratch fused_scratch_;
   kernels::FusedStepOptimizer fused_optimizer_;

@@ -14,7 +14,8 @@
 //                         lane 0 of the row's first warp with dqn_loss_head's operations, dL/dq,
 //                         and dz_{L-1} = (dL/dq W_L) f'(z_{L-1}) of the states' row over the
 //                         row's four warps; thread 0 writes the tile's loss partial
-//   backward l = L-1 .. 1 the online network over the B states (backward_phases)
+//   backward l = L-1 .. 1 the online network over the B states (backward_phases; with split
+//                         scratch the last phase's weight-gradient tiles split their K)
 //   optimizer             norm, clip and AdamW over the online slab (optimizer_phase), then, on an
 //                         update step, the target params of the same elements (each thread
 //                         reads back the online params it just wrote); block 0 writes the loss

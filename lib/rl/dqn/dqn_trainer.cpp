@@ -283,6 +283,12 @@ void DqnTrainer::set_up_fused_step(const std::vector<std::size_t>& widths) {
   const unsigned grid = kd::dqn_fused_step_grid(widths, b_, mc.hidden_activation);
   fused_norm_partials_ = DeviceBuffer<double>(grid);
   fused_online_scratch_.norm_partials = fused_norm_partials_.data();
+  // Split-K of the last backward phase: its counters start at zero and every step leaves them so.
+  fused_online_scratch_.split_partials = scratch(kernels::fused_step_split_partials(widths));
+  fused_split_counters_ = DeviceBuffer<std::uint32_t>(kernels::fused_step_split_tiles(widths));
+  RESIDENT_CUDA_CHECK(cudaMemsetAsync(fused_split_counters_.data(), 0,
+                                      fused_split_counters_.bytes(), context_.stream()));
+  fused_online_scratch_.split_counters = fused_split_counters_.data();
   fused_target_.params = target_slab_.params();
   fused_target_.tau = static_cast<float>(config_.tau);
   fused_target_.period = config_.target_update_period;

@@ -205,6 +205,7 @@ class DqnTrainer {
   DeviceBuffer<float> act_q_;              // [N, A]
   std::vector<DeviceBuffer<float>> fused_buffers_;
   DeviceBuffer<double> fused_norm_partials_;
+  DeviceBuffer<std::uint32_t> fused_split_counters_;
   kernels::FusedStepMlp fused_online_;
   kernels::FusedStepScratch fused_online_scratch_;
   kernels::dqn::DqnFusedTarget fused_target_;

@@ -72,6 +72,9 @@ struct DqnCase {
   unsigned grid;         // 0: dqn_fused_step_grid's; else this many blocks (several tiles each)
   bool invalid_actions;  // row 0 takes action -1 and the last row action A (NaN TD, zero gradient)
   const char* name;
+  // Split-K scratch for the last backward phase (FusedStepScratch::split_partials): the kernel
+  // splits its weight-gradient tiles where the grid has room (at least 65 rows).
+  bool split = true;
 };
 
 class DqnFusedStep : public ::testing::TestWithParam<DqnCase> {};
@@ -218,6 +221,8 @@ struct FusedDqnRig {
   kernels::FusedStepScratch online_scratch;
   unsigned grid;
   DeviceBuffer<double> norm_partials;
+  DeviceBuffer<float> split_partials;
+  DeviceBuffer<std::uint32_t> split_counters;
   nn::AdamWConfig adamw;
   kernels::FusedStepOptimizer optimizer;
   kd::DqnFusedConstants constants;
@@ -256,6 +261,14 @@ struct FusedDqnRig {
     grid = c.grid != 0 ? c.grid : kd::dqn_fused_step_grid(c.widths, b, mlp_config.hidden_activation);
     norm_partials = DeviceBuffer<double>(grid);
     online_scratch.norm_partials = norm_partials.data();
+    if (c.split) {
+      split_partials = DeviceBuffer<float>(kernels::fused_step_split_partials(c.widths));
+      split_counters = DeviceBuffer<std::uint32_t>(kernels::fused_step_split_tiles(c.widths));
+      if (cudaMemset(split_counters.data(), 0, split_counters.bytes()) != cudaSuccess)
+        throw Error("FusedDqnRig", "cudaMemset failed", "split counters", __FILE__, __LINE__);
+      online_scratch.split_partials = split_partials.data();
+      online_scratch.split_counters = split_counters.data();
+    }
     target_view.params = target.slab.params();
     target_view.tau = c.tau;
     target_view.period = c.period;
@@ -359,6 +372,12 @@ TEST_P(DqnFusedStep, StepsMatchTheReferences) {
 
     rig.launch(d_states, d_actions, d_rewards, d_dones, c.is_weights ? d_weights.data() : nullptr);
     ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    if (c.split) {  // every split tile's parts met and its counter was reset for the next launch
+      const std::vector<std::uint32_t> counters = rig.split_counters.download();
+      EXPECT_EQ(std::count(counters.begin(), counters.end(), 0u),
+                static_cast<std::ptrdiff_t>(counters.size()))
+          << at << ": a split counter was left non-zero";
+    }
 
     {  // The head's per-row outputs bit for bit, from the step's own activations.
       std::size_t w_at = 0;  // W_L's offset in the flat layout: per layer the weight, the bias
@@ -476,6 +495,14 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         DqnCase{{64, 256, 256, 3}, 256, kernels::ActivationKind::Relu, true, 0.005f, 1, 10.0f,
                 1.0f, 0, false, "bench_shape_polyak"},
+        DqnCase{{64, 256, 256, 3}, 256, kernels::ActivationKind::Relu, true, 0.005f, 1, 10.0f,
+                1.0f, 0, false, "bench_shape_polyak_no_split", /*split=*/false},
+        // 24 weight-gradient tiles of the last backward phase on 30 blocks: one block per tile.
+        DqnCase{{64, 256, 256, 3}, 256, kernels::ActivationKind::Relu, true, 0.005f, 1, 10.0f,
+                1.0f, 30, false, "bench_shape_30_blocks_no_room_to_split"},
+        // 72 blocks: each tile in 3 parts of 1, 1 and 2 chunks (K = 256).
+        DqnCase{{64, 256, 256, 3}, 256, kernels::ActivationKind::Relu, true, 0.005f, 1, 10.0f,
+                1.0f, 72, false, "bench_shape_72_blocks_3_parts"},
         DqnCase{{4, 64, 64, 2}, 128, kernels::ActivationKind::Relu, true, 1.0f, 2, 10.0f, 0.05f,
                 0, false, "cartpole_hard_copy_every_2_linear_huber"},
         DqnCase{{5, 33, 7}, 37, kernels::ActivationKind::Tanh, false, 0.5f, 1, 0.01f, 0.5f, 3,
