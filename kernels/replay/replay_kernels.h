@@ -48,7 +48,8 @@ void launch_update_priorities(ReplayTreeView tree, ReplayCounters* counters,
                               cudaStream_t stream, std::uint64_t* phase_times = nullptr);
 
 // Proportional draws: out_indices/out_generations/out_weights [batch], and each draw's row
-// gathered from `storage` into `rows` (fused: no separate gather launch). pending_rows
+// gathered from `storage` into `rows` (fused: no separate gather launch; with rows.states null
+// and no pending rows, a draw ahead: no rows, launch_gather_rows copies them later). pending_rows
 // [pending_count] (0: none) are the rows of the split insert just before (launch_insert_leaves):
 // the draw writes row j to slot (cursor - pending_count + j) % capacity, and a draw of one of
 // those slots copies its row from pending_rows. Uniforms come from
@@ -77,10 +78,17 @@ void launch_sample_rank(std::uint32_t* out_indices, std::uint32_t* out_generatio
                         ReplayCounters* counters, const double* uniforms, std::uint64_t seed,
                         std::uint32_t batch, ReplayParams params, cudaStream_t stream);
 
-// Gathers the rows of the sampled slots indices [batch] into `rows`. Overwrites. (The rank
-// draw's gather; the proportional draw gathers in its own kernel.)
+// Gathers the rows of the drawn slots indices [batch] into `rows` (overwritten): the rank
+// draw's gather, and the proportional draw ahead's (launch_sample_proportional without rows).
+// pending_rows [pending_count] (0: none) are the rows of the split insert before that draw: the
+// gather writes row j to slot (cursor - pending_count + j) % capacity (cursor read from
+// `counters`), and a draw of one of those slots copies its row from pending_rows, as the fused
+// draw does.
 void launch_gather_rows(SampledRowsView rows, ReplayStorageView storage,
-                        const std::uint32_t* indices, std::uint32_t batch, cudaStream_t stream);
+                        const std::uint32_t* indices, std::uint32_t batch,
+                        const ReplayCounters* counters, std::uint32_t capacity,
+                        TransitionRowsView pending_rows, std::uint32_t pending_count,
+                        cudaStream_t stream);
 
 // Temp bytes of launch_sort_priorities for `capacity` leaves (construction).
 std::size_t sort_priorities_temp_bytes(std::uint32_t capacity);

@@ -14,6 +14,8 @@
 // for j = b, b + grid, ... (before it waits for the block's draw warps), and a draw warp whose
 // slot is one of them copies the row from pending_rows instead: nothing in the kernel reads a
 // slot's row that it writes, so the outputs equal an insert's followed by the draw, bit for bit.
+// A draw ahead (rows.states null, no pending rows) writes the indices, generations and weights
+// only; launch_gather_rows copies the rows later (and writes the split insert's pending rows).
 // The device step advances by one once every draw has read it, off the draws' path: each block
 // has one more warp, the step warp, which waits at a named barrier until the block's draw warps
 // have read the step (they arrive without waiting), counts the block in (fence, atomic add), and
@@ -21,6 +23,7 @@
 #include "kernels/core/phase_clock.cuh"
 #include "kernels/core/programmatic_launch.cuh"
 #include "kernels/replay/gather_row.cuh"
+#include "kernels/replay/pending_slots.cuh"
 #include "kernels/replay/replay_sampling.cuh"
 #include "kernels/replay/write_rows.cuh"
 #include "lib/core/error.h"
@@ -84,6 +87,8 @@ __device__ inline std::uint32_t find_prefix_sum(const ReplayTreeView& tree, doub
   return node - tree.leaves;
 }
 
+// kCopyRows false: a draw ahead (no rows; the fused draw's code is unchanged by it).
+template <bool kCopyRows>
 __global__ void __launch_bounds__(kThreadsPerBlock)
     sample_proportional(std::uint32_t* out_indices, std::uint32_t* out_generations,
                         float* out_weights, SampledRowsView rows, ReplayStorageView storage,
@@ -110,12 +115,10 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
   step = __shfl_sync(kFullMask, step, 0);
   cursor = __shfl_sync(kFullMask, cursor, 0);
   const std::uint32_t capacity = tree.capacity;
-  // The pending rows' first slot: the insert advanced the cursor past them (count <= capacity).
-  const std::uint32_t shifted = cursor + (capacity - pending_count);  // < 2 capacity <= 2^31
-  const std::uint32_t first_pending = shifted >= capacity ? shifted - capacity : shifted;
+  const PendingSlots pending_slots = PendingSlots::after_insert(cursor, pending_count, capacity);
   if (warp == kWarpsPerBlock) {  // the step warp
-    write_rows_by_group(storage, capacity, first_pending, pending_rows, pending_count, blockIdx.x,
-                        gridDim.x, static_cast<std::uint32_t>(lane), 32);
+    write_rows_by_group(storage, capacity, pending_slots.first, pending_rows, pending_count,
+                        blockIdx.x, gridDim.x, static_cast<std::uint32_t>(lane), 32);
     // Waits until the block's draw warps have read the step (bar.arrive releases their reads),
     // then counts the block in; the block counted last advances the step.
     asm volatile("bar.sync %0, %1;" ::"n"(kStepReadBarrier), "n"(kThreadsPerBlock) : "memory");
@@ -150,14 +153,18 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
     std::uint32_t generation = 0;
     if (lane == 0) generation = generations_now[slot];
     // A pending slot's row is not in the storage yet: it comes from pending_rows.
-    const std::uint32_t past_first =
-        slot >= first_pending ? slot - first_pending : slot + (capacity - first_pending);
-    const bool pending = past_first < pending_count;
+    std::uint32_t pending_row = 0;
+    const bool pending = pending_slots.holds(slot, pending_row);
     float weight = 0.0f;
-    copy_row_by_warp(rows, pending ? pending_rows : stored_rows(storage), storage.state_dim, k,
-                     pending ? past_first : slot, lane, [&] {
+    const auto weigh = [&] {
       if (lane == 0) weight = is_weight(leaf / total, min_probability, beta);
-    });
+    };
+    if constexpr (kCopyRows) {
+      copy_row_by_warp(rows, pending ? pending_rows : stored_rows(storage), storage.state_dim, k,
+                       pending ? pending_row : slot, lane, weigh);
+    } else {
+      weigh();  // a draw ahead: the rows follow in launch_gather_rows
+    }
     clock.mark();
     if (lane == 0)
       write_draw(out_indices, out_generations, out_weights, k, slot, generation, weight);
@@ -178,7 +185,9 @@ void launch_sample_proportional(std::uint32_t* out_indices, std::uint32_t* out_g
                                 std::uint64_t* phase_times) {
   const NvtxRange range("replay/sample_proportional");
   const unsigned blocks = (batch + kWarpsPerBlock - 1) / kWarpsPerBlock;
-  launch_after_prior({dim3(blocks), dim3(kThreadsPerBlock)}, stream, sample_proportional,
+  launch_after_prior({dim3(blocks), dim3(kThreadsPerBlock)}, stream,
+                     rows.states != nullptr ? sample_proportional<true>
+                                            : sample_proportional<false>,
                      out_indices, out_generations, out_weights, rows, storage, tree,
                      generations_now, counters, uniforms, seed, batch, params, pending_rows,
                      pending_count, phase_times);

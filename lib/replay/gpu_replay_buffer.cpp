@@ -120,10 +120,17 @@ kernels::ReplayStorageView GpuReplayBuffer::storage_view() noexcept {
 }
 
 void GpuReplayBuffer::require_no_pending_rows(const char* call) const {
+  if (drawn_ahead_ != 0)
+    throw Error(call, "call out of order",
+                std::to_string(pending_rows_) + " rows of insert_leaves are pending and a batch of " +
+                    std::to_string(drawn_ahead_) +
+                    " was drawn ahead: gather_drawn must write and copy them first",
+                __FILE__, __LINE__);
   if (pending_rows_ != 0)
     throw Error(call, "call out of order",
                 std::to_string(pending_rows_) +
-                    " rows of insert_leaves are pending: sample_inserting must write them first",
+                    " rows of insert_leaves are pending: sample_inserting (or draw_ahead and "
+                    "gather_drawn) must write them first",
                 __FILE__, __LINE__);
 }
 
@@ -170,21 +177,62 @@ void GpuReplayBuffer::insert_leaves(std::size_t n, cudaStream_t stream) {
   pending_rows_ = n;
 }
 
-DeviceSampledBatch GpuReplayBuffer::sample_inserting(const DeviceTransitions& rows,
-                                                     std::size_t n, std::size_t batch) {
+void GpuReplayBuffer::check_rows(const char* call, const DeviceTransitions& rows,
+                                 std::size_t n) const {
   if (n != pending_rows_)
-    throw_invalid("GpuReplayBuffer::sample_inserting",
+    throw_invalid(call,
                   "n = " + std::to_string(n) + ", but insert_leaves left " +
                       std::to_string(pending_rows_) + " rows pending",
                   __FILE__, __LINE__);
+  if (n != 0 && (rows.states == nullptr || rows.actions == nullptr || rows.rewards == nullptr ||
+                 rows.next_states == nullptr || rows.dones == nullptr))
+    throw_invalid(call, "a transition array is null", __FILE__, __LINE__);
+}
+
+DeviceSampledBatch GpuReplayBuffer::sample_inserting(const DeviceTransitions& rows,
+                                                     std::size_t n, std::size_t batch) {
+  const char* call = "GpuReplayBuffer::sample_inserting";
+  if (drawn_ahead_ != 0) require_no_pending_rows(call);
+  check_rows(call, rows, n);
   if (n == 0) return sample(batch);
-  if (rows.states == nullptr || rows.actions == nullptr || rows.rewards == nullptr ||
-      rows.next_states == nullptr || rows.dones == nullptr)
-    throw_invalid("GpuReplayBuffer::sample_inserting", "a transition array is null", __FILE__,
-                  __LINE__);
   const DeviceSampledBatch drawn = draw(nullptr, batch, rows, n);
   pending_rows_ = 0;
   return drawn;
+}
+
+void GpuReplayBuffer::draw_ahead(std::size_t batch, cudaStream_t stream) {
+  const char* call = "GpuReplayBuffer::draw_ahead";
+  if (drawn_ahead_ != 0) require_no_pending_rows(call);
+  if (pending_rows_ == 0)
+    throw Error(call, "call out of order",
+                "no rows of insert_leaves are pending: draw_ahead follows insert_leaves", __FILE__,
+                __LINE__);
+  check_batch(call, batch);
+  // No rows: the draw writes the slots, generations and weights; gather_drawn the rows.
+  kernels::launch_sample_proportional(out_indices_.data(), out_generations_.data(),
+                                      out_weights_.data(), {}, storage_view(), tree_view(),
+                                      generations_.data(), counters_.data(), nullptr, seed_,
+                                      static_cast<std::uint32_t>(batch), params_, {}, 0, stream,
+                                      draw_phase_times_);
+  drawn_ahead_ = batch;
+}
+
+DeviceSampledBatch GpuReplayBuffer::gather_drawn(const DeviceTransitions& rows, std::size_t n) {
+  const char* call = "GpuReplayBuffer::gather_drawn";
+  if (drawn_ahead_ == 0)
+    throw Error(call, "call out of order", "nothing was drawn ahead: draw_ahead comes first",
+                __FILE__, __LINE__);
+  check_rows(call, rows, n);
+  const std::size_t batch = drawn_ahead_;
+  kernels::launch_gather_rows(sampled_rows_view(batch), storage_view(), out_indices_.data(),
+                              static_cast<std::uint32_t>(batch), counters_.data(),
+                              static_cast<std::uint32_t>(config_.capacity),
+                              {rows.states, rows.actions, rows.rewards, rows.next_states,
+                               rows.dones},
+                              static_cast<std::uint32_t>(n), stream_);
+  pending_rows_ = 0;
+  drawn_ahead_ = 0;
+  return sampled_batch(batch);
 }
 
 DeviceSampledBatch GpuReplayBuffer::sample_with_uniforms(const double* device_uniforms,
@@ -196,21 +244,34 @@ DeviceSampledBatch GpuReplayBuffer::sample_with_uniforms(const double* device_un
   return draw(device_uniforms, batch, {}, 0);
 }
 
+void GpuReplayBuffer::check_batch(const char* call, std::size_t batch) const {
+  if (batch > max_batch_)
+    throw_invalid(call, "batch = " + std::to_string(batch) + ", allowed [1, " +
+                            std::to_string(max_batch_) + "] (max_batch)",
+                  __FILE__, __LINE__);
+  validate_batch(batch, size_);
+}
+
+kernels::SampledRowsView GpuReplayBuffer::sampled_rows_view(std::size_t batch) noexcept {
+  // states then next_states, one [2 batch, state_dim] block (DeviceSampledBatch's promise).
+  float* const states = out_state_pairs_.data();
+  return {states, out_actions_.data(), out_rewards_.data(), states + batch * config_.state_dim,
+          out_dones_.data()};
+}
+
+DeviceSampledBatch GpuReplayBuffer::sampled_batch(std::size_t batch) noexcept {
+  const kernels::SampledRowsView rows = sampled_rows_view(batch);
+  return {batch,      out_indices_.data(), out_generations_.data(), out_weights_.data(),
+          rows.states, rows.actions,       rows.rewards,            rows.next_states,
+          rows.dones};
+}
+
 DeviceSampledBatch GpuReplayBuffer::draw(const double* device_uniforms, std::size_t batch,
                                          const DeviceTransitions& pending_rows,
                                          std::size_t pending_count) {
-  if (batch > max_batch_)
-    throw_invalid("GpuReplayBuffer::sample", "batch = " + std::to_string(batch) +
-                                                 ", allowed [1, " + std::to_string(max_batch_) +
-                                                 "] (max_batch)",
-                  __FILE__, __LINE__);
-  validate_batch(batch, size_);
+  check_batch("GpuReplayBuffer::sample", batch);
   const auto b = static_cast<std::uint32_t>(batch);
-  // states then next_states, one [2 batch, state_dim] block (DeviceSampledBatch's promise).
-  float* const states = out_state_pairs_.data();
-  float* const next_states = states + batch * config_.state_dim;
-  const kernels::SampledRowsView rows{states, out_actions_.data(), out_rewards_.data(),
-                                      next_states, out_dones_.data()};
+  const kernels::SampledRowsView rows = sampled_rows_view(batch);
   if (is_rank(config_)) {
     const auto capacity = static_cast<std::uint32_t>(config_.capacity);
     kernels::launch_sort_priorities(sorted_priorities_.data(), sorted_slots_.data(),
@@ -220,7 +281,8 @@ DeviceSampledBatch GpuReplayBuffer::draw(const double* device_uniforms, std::siz
                                 sorted_slots_.data(), sorted_priorities_.data(),
                                 rank_prefix_.data(), capacity, generations_.data(),
                                 counters_.data(), device_uniforms, seed_, b, params_, stream_);
-    kernels::launch_gather_rows(rows, storage_view(), out_indices_.data(), b, stream_);
+    kernels::launch_gather_rows(rows, storage_view(), out_indices_.data(), b, counters_.data(),
+                                static_cast<std::uint32_t>(config_.capacity), {}, 0, stream_);
   } else {
     kernels::launch_sample_proportional(out_indices_.data(), out_generations_.data(),
                                         out_weights_.data(), rows, storage_view(), tree_view(),
@@ -232,15 +294,7 @@ DeviceSampledBatch GpuReplayBuffer::draw(const double* device_uniforms, std::siz
                                         static_cast<std::uint32_t>(pending_count), stream_,
                                         draw_phase_times_);
   }
-  return {batch,
-          out_indices_.data(),
-          out_generations_.data(),
-          out_weights_.data(),
-          states,
-          out_actions_.data(),
-          out_rewards_.data(),
-          next_states,
-          out_dones_.data()};
+  return sampled_batch(batch);
 }
 
 std::size_t GpuReplayBuffer::draw_phase_readings() const noexcept {

@@ -96,19 +96,37 @@ class GpuReplayBuffer {
   void insert_leaves(std::size_t n, cudaStream_t stream);
   DeviceSampledBatch sample_inserting(const DeviceTransitions& rows, std::size_t n,
                                       std::size_t batch);
-  // Rows of the last insert_leaves that no sample_inserting has written yet (0: none).
+  // Rows of the last insert_leaves that no sample_inserting or gather_drawn has written yet
+  // (0: none).
   std::size_t pending_rows() const noexcept { return pending_rows_; }
 
-  // The host's shadow of the device state (size, pending rows): a caller whose CUDA-graph
-  // capture of buffer calls failed (nothing of it ran) puts it back as it was before.
+  // sample_inserting in two parts as well, for a caller that draws beside other work
+  // (DqnTrainer: the draw beside its collection, right after the tree work). draw_ahead(batch,
+  // stream), after insert_leaves (on the same stream, or ordered by events), draws the batch's
+  // slots, generations and IS weights (they need the trees only) and advances the device step;
+  // gather_drawn(rows, n) then, on the buffer's stream, which the caller orders after
+  // draw_ahead, writes the n pending rows to their slots and copies the drawn rows into the
+  // sample views (a drawn pending slot's row from `rows`). insert_leaves + draw_ahead +
+  // gather_drawn equals insert_batch(rows, n) + sample(batch), bit for bit. Between draw_ahead
+  // and gather_drawn the buffer takes no other call (each throws resident::Error naming the
+  // pending rows or the batch drawn ahead).
+  void draw_ahead(std::size_t batch, cudaStream_t stream);
+  DeviceSampledBatch gather_drawn(const DeviceTransitions& rows, std::size_t n);
+  // The batch of the last draw_ahead whose rows no gather_drawn has copied yet (0: none).
+  std::size_t drawn_ahead() const noexcept { return drawn_ahead_; }
+
+  // The host's shadow of the device state (size, pending rows, the batch drawn ahead): a caller
+  // whose CUDA-graph capture of buffer calls failed (nothing of it ran) puts it back as it was.
   struct HostShadow {
     std::size_t size = 0;
     std::size_t pending_rows = 0;
+    std::size_t drawn_ahead = 0;
   };
-  HostShadow host_shadow() const noexcept { return {size_, pending_rows_}; }
+  HostShadow host_shadow() const noexcept { return {size_, pending_rows_, drawn_ahead_}; }
   void restore_host_shadow(const HostShadow& shadow) noexcept {
     size_ = shadow.size;
     pending_rows_ = shadow.pending_rows;
+    drawn_ahead_ = shadow.drawn_ahead;
   }
   // The same with the uniforms given on the device ([batch], each in [0, 1)): for oracles.
   DeviceSampledBatch sample_with_uniforms(const double* device_uniforms, std::size_t batch);
@@ -164,6 +182,10 @@ class GpuReplayBuffer {
  private:
   DeviceSampledBatch draw(const double* device_uniforms, std::size_t batch,
                           const DeviceTransitions& pending_rows, std::size_t pending_count);
+  void check_batch(const char* call, std::size_t batch) const;
+  void check_rows(const char* call, const DeviceTransitions& rows, std::size_t n) const;
+  kernels::SampledRowsView sampled_rows_view(std::size_t batch) noexcept;
+  DeviceSampledBatch sampled_batch(std::size_t batch) noexcept;
   void require_no_pending_rows(const char* call) const;
   kernels::ReplayTreeView tree_view() noexcept;
   kernels::ReplayStorageView storage_view() noexcept;
@@ -175,6 +197,7 @@ class GpuReplayBuffer {
   std::size_t leaves_;
   std::size_t size_ = 0;
   std::size_t pending_rows_ = 0;
+  std::size_t drawn_ahead_ = 0;
   std::uint64_t* draw_phase_times_ = nullptr;
   std::uint64_t* update_phase_times_ = nullptr;
   kernels::ReplayParams params_{};

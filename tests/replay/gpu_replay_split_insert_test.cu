@@ -1,9 +1,11 @@
-// GpuReplayBuffer's split insert (insert_leaves on a second stream, then sample_inserting) against
+// GpuReplayBuffer's split insert (insert_leaves on a second stream, then sample_inserting; or,
+// in every other round, draw_ahead on that stream too and gather_drawn after the join) against
 // the plain insert_batch + sample of a twin buffer with the same config and seed: every draw's
 // indices, generations, IS weights and rows bit for bit, and the whole saved state (storage,
 // trees, generations, counters) after many rounds with wrap-around, priority updates and draws
-// of the rows still pending in the draw itself. Then the call-order rules: while rows are
-// pending every other call throws naming them, and bad n / rank mode are refused up front.
+// of the rows still pending in the draw itself (by both paths). Then the call-order rules: while
+// rows are pending or a batch is drawn ahead every other call throws naming them, and bad n /
+// rank mode are refused up front.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -88,7 +90,9 @@ TEST_P(GpuReplaySplitInsert, EqualsInsertThenSampleBitForBit) {
     TwinInsert a(warm, twin, unused_a), b(warm, split, unused_b);
     stream.synchronize();
   }
-  std::size_t pending_draws = 0, cursor = (c.warm == 0 ? c.batch : c.warm) % c.capacity;
+  // Draws that hit a pending row, by path: [0] sample_inserting, [1] draw_ahead + gather_drawn.
+  std::size_t pending_draws[2] = {0, 0};
+  std::size_t cursor = (c.warm == 0 ? c.batch : c.warm) % c.capacity;
   DeviceSampledBatch last{};
   for (std::size_t round = 0; round < c.rounds; ++round) {
     const HostTransitions fresh(c.n, c.dim, rng);
@@ -100,17 +104,23 @@ TEST_P(GpuReplaySplitInsert, EqualsInsertThenSampleBitForBit) {
 
     twin.insert_batch(rows.view(), c.n);
     const DeviceSampledBatch expected = twin.sample(c.batch);
+    const int path = static_cast<int>(round % 2);
     fork.record(stream.get());
     fork.make_wait(side.get());
     split.insert_leaves(c.n, side.get());
+    if (path == 1) split.draw_ahead(c.batch, side.get());
     join.record(side.get());
     join.make_wait(stream.get());
     ASSERT_EQ(split.pending_rows(), c.n);
-    const DeviceSampledBatch got = split.sample_inserting(rows.view(), c.n, c.batch);
+    ASSERT_EQ(split.drawn_ahead(), path == 1 ? c.batch : 0u);
+    const DeviceSampledBatch got = path == 0 ? split.sample_inserting(rows.view(), c.n, c.batch)
+                                             : split.gather_drawn(rows.view(), c.n);
     ASSERT_EQ(split.pending_rows(), 0u);
+    ASSERT_EQ(split.drawn_ahead(), 0u);
     stream.synchronize();
     const HostSample e = download(expected, c.dim), g = download(got, c.dim);
-    const std::string where = "round " + std::to_string(round);
+    const std::string where =
+        "round " + std::to_string(round) + (path == 0 ? " (sample_inserting)" : " (draw ahead)");
     ASSERT_EQ(g.indices, e.indices) << where;
     ASSERT_EQ(g.generations, e.generations) << where;
     ASSERT_EQ(g.weights, e.weights) << where;
@@ -120,17 +130,21 @@ TEST_P(GpuReplaySplitInsert, EqualsInsertThenSampleBitForBit) {
     ASSERT_EQ(g.rewards, e.rewards) << where;
     ASSERT_EQ(g.dones, e.dones) << where;
     for (const std::uint32_t slot : g.indices)  // drawn while its row was still pending
-      pending_draws += (slot + c.capacity - cursor) % c.capacity < c.n;
+      pending_draws[path] += (slot + c.capacity - cursor) % c.capacity < c.n;
     cursor = (cursor + c.n) % c.capacity;
     last = got;
 
     twin.update_priorities(expected.indices, expected.generations, d_td.data(), c.batch);
     split.update_priorities(got.indices, got.generations, d_td.data(), c.batch);
   }
-  std::printf("  capacity %zu, dim %zu, n %zu, batch %zu: %zu of %zu draws hit pending rows\n",
-              c.capacity, c.dim, c.n, c.batch, pending_draws, c.rounds * c.batch);
-  if (c.expect_pending)
-    EXPECT_GT(pending_draws, 0u) << "no draw read a pending row: the case tests too little";
+  std::printf("  capacity %zu, dim %zu, n %zu, batch %zu: %zu (sample_inserting) and %zu (draw "
+              "ahead) of %zu draws hit pending rows\n",
+              c.capacity, c.dim, c.n, c.batch, pending_draws[0], pending_draws[1],
+              c.rounds * c.batch);
+  if (c.expect_pending) {
+    EXPECT_GT(pending_draws[0], 0u) << "no sample_inserting draw read a pending row";
+    EXPECT_GT(pending_draws[1], 0u) << "no gather_drawn draw read a pending row";
+  }
   EXPECT_EQ(split.size(), twin.size());
   EXPECT_TRUE(split.save_state() == twin.save_state())
       << "storage, trees, generations or counters differ after the rounds";
@@ -205,6 +219,38 @@ TEST(GpuReplaySplitInsert, OtherCallsWhileRowsArePendingThrowNamingThem) {
   EXPECT_NO_THROW(buffer.sample_inserting(rows.view(), 3, 4));
   EXPECT_EQ(buffer.pending_rows(), 0u);
   EXPECT_EQ(buffer.size(), 23u);
+  EXPECT_NO_THROW(buffer.sample(4));
+
+  // The draw ahead: only after insert_leaves, a batch the buffer can draw, then only gather_drawn
+  // with the pending rows' n.
+  const std::string no_leaves = message_of([&] { buffer.draw_ahead(4, stream.get()); });
+  EXPECT_NE(no_leaves.find("no rows of insert_leaves are pending"), std::string::npos) << no_leaves;
+  const std::string nothing_drawn = message_of([&] { buffer.gather_drawn(rows.view(), 3); });
+  EXPECT_NE(nothing_drawn.find("nothing was drawn ahead"), std::string::npos) << nothing_drawn;
+  buffer.insert_leaves(3, stream.get());
+  const std::string too_many = message_of([&] { buffer.draw_ahead(9, stream.get()); });
+  EXPECT_NE(too_many.find("batch = 9, allowed [1, 8]"), std::string::npos) << too_many;
+  EXPECT_EQ(buffer.drawn_ahead(), 0u) << "a refused draw_ahead left a batch drawn";
+  buffer.draw_ahead(5, stream.get());
+  const std::string drawn = "3 rows of insert_leaves are pending and a batch of 5 was drawn ahead";
+  const std::vector<std::string> while_drawn = {
+      message_of([&] { buffer.sample(4); }),
+      message_of([&] { buffer.sample_inserting(rows.view(), 3, 4); }),
+      message_of([&] { buffer.draw_ahead(5, stream.get()); }),
+      message_of([&] { buffer.insert_leaves(3, stream.get()); }),
+      message_of([&] { buffer.update_priorities(none.indices, none.generations, nullptr, 1); }),
+      message_of([&] { (void)buffer.save_state(); }),
+  };
+  for (const std::string& m : while_drawn) EXPECT_NE(m.find(drawn), std::string::npos) << m;
+  std::printf("  %s\n", while_drawn[0].c_str());
+  const std::string gather_wrong_n = message_of([&] { buffer.gather_drawn(rows.view(), 2); });
+  EXPECT_NE(gather_wrong_n.find("n = 2, but insert_leaves left 3 rows pending"), std::string::npos)
+      << gather_wrong_n;
+  const DeviceSampledBatch gathered = buffer.gather_drawn(rows.view(), 3);
+  EXPECT_EQ(gathered.batch, 5u);
+  EXPECT_EQ(buffer.pending_rows(), 0u);
+  EXPECT_EQ(buffer.drawn_ahead(), 0u);
+  EXPECT_EQ(buffer.size(), 26u);
   EXPECT_NO_THROW(buffer.sample(4));
 
   GpuReplayBuffer rank(split_config(50, 4, ReplayPriorityMode::Rank), 8, 3, stream.get());

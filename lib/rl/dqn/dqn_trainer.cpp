@@ -371,13 +371,17 @@ void DqnTrainer::enqueue_step(bool train) {
   const cudaStream_t s = context_.stream();
   // The previous step's last priority update and train metrics beside this step's collection:
   // they read that step's sample views, td_errors_ and loss_, which nothing here rewrites before
-  // the joins, and write the replay and the train counters, which the collection does not touch.
+  // the joins but this step's draw_ahead, after the update on its stream (the metrics read only
+  // td_errors_ and loss_), and write the replay and the train counters, which the collection
+  // does not touch.
   // After the update, this step's insert writes its leaves on the same stream (the tree work
-  // does not need the rows; they follow with the first draw: GpuReplayBuffer::insert_leaves).
+  // does not need the rows: GpuReplayBuffer::insert_leaves), and the first draw of this step
+  // follows there too (its slots and weights need only the trees: draw_ahead); the rows (the
+  // insert's and the drawn ones) follow after the joins (gather_drawn).
   // The metrics run on a third stream beside both (they only read what the update reads). Both
-  // join before the insert or the draw (which read the replay; the gradient step after the draw
-  // rewrites loss_ and td_errors_), so the gradient step depends on the draw alone and keeps its
-  // programmatic early start. (This step's episode tracker forks onto the metrics stream in
+  // join before the insert or the gather (which read the replay; the gradient step after them
+  // rewrites loss_ and td_errors_), so the gradient step depends on the gather alone and keeps
+  // its programmatic early start. (This step's episode tracker forks onto the metrics stream in
   // collect_step and joins at the end.)
   bool update_forked = update_pending_;
   bool leaves_inserted = false;
@@ -391,6 +395,7 @@ void DqnTrainer::enqueue_step(bool train) {
                                    td_errors_.data(), b_, side);
     if (train && split_insert()) {
       gpu_replay_->insert_leaves(n_, side);
+      gpu_replay_->draw_ahead(b_, side);  // the rows follow after the joins (gather_drawn)
       leaves_inserted = true;
     }
     replay_join_.record(side);
@@ -436,7 +441,7 @@ void DqnTrainer::insert_and_train(bool train, bool leaves_inserted) {
   if (!train) return;
   for (std::size_t g = 0; g < config_.gradient_steps_per_env_step; ++g) {
     const DeviceSampledBatch sampled = g == 0 && leaves_inserted
-                                           ? gpu_replay_->sample_inserting(rows, n_, b_)
+                                           ? gpu_replay_->gather_drawn(rows, n_)
                                            : gpu_replay_->sample(b_);
     train_on_batch({sampled.states, sampled.actions, sampled.rewards, sampled.next_states,
                     sampled.dones, sampled.is_weights, /*states_then_next_states=*/true});

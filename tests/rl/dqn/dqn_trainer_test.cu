@@ -130,8 +130,9 @@ INSTANTIATE_TEST_SUITE_P(Envs, DqnGraphVsEager, ::testing::Values(0, 1, 2),
                          });
 
 // The last priority update of each train step runs beside the next step's collection on a
-// second stream, followed there by the next insert's tree work (its rows are written by the
-// draw: GpuReplayBuffer::insert_leaves / sample_inserting), and each step's episode tracker
+// second stream, followed there by the next insert's tree work and the next step's first draw
+// (its rows, and the insert's, are written after the joins: GpuReplayBuffer::insert_leaves /
+// draw_ahead / gather_drawn), and each step's episode tracker
 // beside its insert and training (DqnConfig::overlap_side_work): every buffer sees the same
 // operations in the same order, so the run is bit-identical to the serial one, which inserts
 // with insert_batch (the tracker's episode counts and returns are in the epoch metrics):
