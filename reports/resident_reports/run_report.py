@@ -57,7 +57,10 @@ def _targets_section(measured: Measured, targets: Sequence[Target]) -> str:
     table = markdown_table(["issue", "target", "limit", "median", "verdict", "note"],
                            targets_table(results), align="llrrll")
     return (f"{heading}\n\n{counts}. A target is judged on the median; a margin smaller than "
-            f"the spread (max - min) / median of the benchmarks involved is flagged.\n\n{table}")
+            f"the spread (max - min) / median of the benchmarks involved is flagged, and so is a "
+            f"target met on the medians but missed at the least favorable repetitions (the "
+            f"slowest for a time; for a ratio, the slow side's fastest against the fast side's "
+            f"slowest, or the other way round for a maximum).\n\n{table}")
 
 
 def find_pairs(measured: Measured, base: str, other: str, group: str | None = None) -> list[Change]:

@@ -129,3 +129,44 @@ def test_render_writes_the_targets_section(tmp_path):
                         "--out", tmp_path / "x", "--targets", bad)
     assert result.returncode == 2
     assert 'no "targets" array' in result.stderr
+
+
+def test_a_target_met_on_medians_but_not_at_the_least_favorable_repetitions_is_flagged(tmp_path):
+    speedup, growth, step = write_targets(tmp_path, [
+        {"issue": 7, "what": "speedup", "kind": "min_ratio", "slow": "dqn_epoch/host_staged",
+         "fast": "dqn_epoch/resident", "limit": 5},
+        {"issue": 5, "what": "growth", "kind": "max_ratio", "slow": "s/r/capacity:10",
+         "fast": "s/r/capacity:1", "limit": 2},
+        {"issue": 5, "what": "step", "kind": "max_time", "benchmark": "s/r/capacity:1",
+         "limit_s": 20e-6}])
+    # Session 16's DQN pair: host-staged 58.6-95.3 ms around a 92.3 ms median (a margin of 46%,
+    # larger than its 39.8% spread), resident 12.56-12.66 ms: 7.30x on the medians, 4.63x for
+    # the fastest host-staged repetition against the slowest resident one.
+    bimodal = measured(summary("dqn_epoch/host_staged", 92.3e-3, 58.6e-3, 95.3e-3),
+                       summary("dqn_epoch/resident", 12.6e-3, 12.56e-3, 12.66e-3),
+                       summary("s/r/capacity:10", 30e-6, 29e-6, 41e-6),
+                       summary("s/r/capacity:1", 19.3e-6, 19e-6, 21e-6))
+    results = [evaluate(t, bimodal) for t in (speedup, growth, step)]
+    assert [r.verdict for r in results] == [MET, MET, MET]
+    assert results[0].worst == pytest.approx(58.6 / 12.66)
+    assert results[1].worst == pytest.approx(41 / 19)
+    assert results[2].worst == pytest.approx(21e-6)
+    assert not results[0].within_spread
+    assert all(r.worst_misses for r in results)
+    rows = targets_table(results)
+    assert rows[0][5] == "4.63x at the least favorable repetitions"
+    assert "2.16x at the least favorable repetitions" in rows[1][5]
+    assert rows[2][5].endswith("at the least favorable repetitions")
+    # A target missed on the medians is not flagged again.
+    missed = evaluate(speedup, measured(summary("dqn_epoch/host_staged", 57e-3, 53.5e-3, 60.6e-3),
+                                        summary("dqn_epoch/resident", 12.75e-3)))
+    assert missed.verdict == MISSED and not missed.worst_misses
+    # Negative control: tight repetitions on the right side of every limit are not flagged.
+    steady = measured(summary("dqn_epoch/host_staged", 92.3e-3, 90e-3, 95e-3),
+                      summary("dqn_epoch/resident", 12.6e-3, 12.5e-3, 12.7e-3),
+                      summary("s/r/capacity:10", 30e-6, 29e-6, 31e-6),
+                      summary("s/r/capacity:1", 19.3e-6, 19e-6, 19.5e-6))
+    steady_results = [evaluate(t, steady) for t in (speedup, growth, step)]
+    assert [r.verdict for r in steady_results] == [MET, MET, MET]
+    assert not any(r.worst_misses for r in steady_results)
+    assert [row[5] for row in targets_table(steady_results)] == ["", "", ""]
