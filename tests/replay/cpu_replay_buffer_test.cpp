@@ -16,6 +16,7 @@
 
 #include "lib/core/error.h"
 #include "lib/replay/unit_uniform.h"
+#include "tests/replay/replay_test_config.h"
 
 namespace {
 
@@ -30,17 +31,8 @@ using resident::TransitionBatchView;
 ReplayConfig make_config(std::size_t capacity, std::size_t state_dim,
                          ReplayPriorityMode mode = ReplayPriorityMode::Proportional,
                          ReplaySampling sampling = ReplaySampling::Stratified) {
-  ReplayConfig config;
-  config.capacity = capacity;
-  config.state_dim = state_dim;
-  config.alpha = 0.6;
-  config.beta_start = 0.4;
-  config.beta_max = 1.0;
-  config.beta_annealing_steps = 1000;
-  config.epsilon = 1e-3;
-  config.mode = mode;
-  config.sampling = sampling;
-  return config;
+  return resident::test::replay_test_config(capacity, state_dim, mode, sampling,
+                                            /*beta_annealing_steps=*/1000);
 }
 
 // Rows whose every field is a function of a transition id, so a sampled row names its id.

@@ -18,22 +18,6 @@ std::vector<T> copy_back(const T* device, std::size_t n) {
 }
 }  // namespace
 
-ReplayConfig replay_test_config(std::size_t capacity, std::size_t state_dim,
-                                ReplayPriorityMode mode, ReplaySampling sampling,
-                                std::uint64_t beta_annealing_steps) {
-  ReplayConfig c;
-  c.capacity = capacity;
-  c.state_dim = state_dim;
-  c.alpha = 0.6;
-  c.beta_start = 0.4;
-  c.beta_max = 1.0;
-  c.beta_annealing_steps = beta_annealing_steps;
-  c.epsilon = 1e-3;
-  c.mode = mode;
-  c.sampling = sampling;
-  return c;
-}
-
 HostSample download(const DeviceSampledBatch& b, std::size_t dim) {
   RESIDENT_CUDA_CHECK(cudaDeviceSynchronize());
   HostSample s;

@@ -10,15 +10,10 @@
 #include "lib/core/device_buffer.h"
 #include "lib/replay/cpu_replay_buffer.h"
 #include "lib/replay/gpu_replay_buffer.h"
+#include "tests/replay/replay_test_config.h"
 #include "tests/support/device_vectors.h"
 
 namespace resident::test {
-
-// The GPU replay tests' buffer config: alpha 0.6, beta 0.4 -> 1 over `beta_annealing_steps`
-// sample calls, epsilon 1e-3, and the given capacity, state_dim, mode and sampling.
-ReplayConfig replay_test_config(std::size_t capacity, std::size_t state_dim,
-                                ReplayPriorityMode mode, ReplaySampling sampling,
-                                std::uint64_t beta_annealing_steps);
 
 // n random transitions on the host; states are fresh random values, never zeros.
 struct HostTransitions {
