@@ -29,6 +29,9 @@
 
 namespace resident::kernels::fused_step {
 
+// Threads per block of every fused step's kernel. The kernels declare __launch_bounds__(kThreads,
+// 1): one block per SM is what their grids assume (cooperative_grid), and without the 1 ptxas may
+// cap them at 128 registers and spill to make room for a second block.
 constexpr int kThreads = 256;
 static_assert(kThreads == global_norm_detail::kFinishThreads,
               "the optimizer phase reduces the norm partials with the finish pass's block size");
@@ -88,22 +91,46 @@ struct Pass {
 // The chunk of one operand (kRows of its rows: 32, or 64 for the A operand of a two-sub-tile
 // tile) a thread loads, held in registers between the loads and the shared stores so that all of
 // a chunk's loads are in flight at once (and the next chunk's during the current chunk's
-// products). Element e = threadIdx.x + kThreads * j (j < kLoads) of the kRows x kChunk chunk is
-// (i, k) = (e / kChunk, e % kChunk) for a k-contiguous operand and (e % kRows, e / kRows)
-// otherwise: consecutive threads read consecutive addresses.
+// products). The shared layout is k-major either way (dst[k][i]); the two layouts of the operand
+// in global memory map elements to threads differently, so that a warp's loads read consecutive
+// addresses and its shared stores hit every bank once:
+// - k-contiguous (element (i, k) at data[i * ld + k]): the thread's q-th group of 4 (q <
+//   kLoads / 4) is column k = g % kChunk of rows 4 (g / kChunk) .. + 3, g = threadIdx.x +
+//   kThreads q. A warp's load of one of those rows reads 32 consecutive k (one 128-byte line);
+//   the four values go to shared memory as one float4 at dst[k][4 (g / kChunk)], and a quarter
+//   warp's 8 consecutive k are kRows + 4 floats (4 banks mod 32) apart: no bank conflict. (One
+//   scalar per element at dst[k][i], consecutive threads at consecutive k, put four threads on
+//   each bank.)
+// - otherwise (element (i, k) at data[k * ld + i]): element e = threadIdx.x + kThreads * j (j <
+//   kLoads) is (i, k) = (e % kRows, e / kRows): consecutive threads read and store consecutive i.
+// Only where a value waits in registers changes between the two: every chunk holds the same
+// values in the same shared-memory places.
 template <bool kContiguousK, int kRows = kTile>
 struct ChunkRegisters {
   static constexpr int kLoads = kRows * kChunk / kThreads;  // elements per thread
+  static_assert(kLoads % 4 == 0 && kRows % 4 == 0, "k-contiguous chunks move in groups of 4 rows");
   float value[kLoads];
 
-  __device__ __forceinline__ static int row_of(int e) { return kContiguousK ? e / kChunk : e % kRows; }
-  __device__ __forceinline__ static int k_of(int e) { return kContiguousK ? e % kChunk : e / kRows; }
+  // Element j's place (i, k) in the chunk.
+  __device__ __forceinline__ static int row_of(int j) {
+    if constexpr (kContiguousK) {
+      return 4 * ((threadIdx.x + kThreads * (j / 4)) / kChunk) + j % 4;
+    } else {
+      return (threadIdx.x + kThreads * j) % kRows;
+    }
+  }
+  __device__ __forceinline__ static int k_of(int j) {
+    if constexpr (kContiguousK) {
+      return (threadIdx.x + kThreads * (j / 4)) % kChunk;
+    } else {
+      return (threadIdx.x + kThreads * j) / kRows;
+    }
+  }
 
   __device__ __forceinline__ void load(const Operand& op, int i0, int k0, int K) {
 #pragma unroll
     for (int j = 0; j < kLoads; ++j) {
-      const int e = threadIdx.x + kThreads * j;
-      const int gi = i0 + row_of(e), gk = k0 + k_of(e);
+      const int gi = i0 + row_of(j), gk = k0 + k_of(j);
       value[j] = 0.0f;  // outside the matrix
       if (gi < op.extent && gk < K)
         value[j] = kContiguousK ? op.data[static_cast<std::size_t>(gi) * op.ld + gk]
@@ -113,10 +140,14 @@ struct ChunkRegisters {
 
   // dst[k][i] = element (i0 + i, k0 + k) of the loaded chunk.
   __device__ __forceinline__ void store(float (*dst)[kRows + 4]) const {
+    if constexpr (kContiguousK) {
 #pragma unroll
-    for (int j = 0; j < kLoads; ++j) {
-      const int e = threadIdx.x + kThreads * j;
-      dst[k_of(e)][row_of(e)] = value[j];
+      for (int q = 0; q < kLoads / 4; ++q)
+        *reinterpret_cast<float4*>(&dst[k_of(4 * q)][row_of(4 * q)]) =
+            make_float4(value[4 * q], value[4 * q + 1], value[4 * q + 2], value[4 * q + 3]);
+    } else {
+#pragma unroll
+      for (int j = 0; j < kLoads; ++j) dst[k_of(j)][row_of(j)] = value[j];
     }
   }
 };
@@ -216,13 +247,17 @@ __device__ TileSumsOf<kSubTiles> tile_product(ChunksOf<kSubTiles>& s, const Oper
 #pragma unroll
   for (int i = 0; i < 2 * kSubTiles; ++i) {
     const int row = tile_row(i);
+    // Each thread's two columns as one float2 (a half warp reads one 128-byte row: no bank
+    // conflict); per output the sum is ((g0 + g1) + g2) + g3 as before.
+    float2 sum = *reinterpret_cast<const float2*>(&partials.c[0][row][2 * tx]);
 #pragma unroll
-    for (int j = 0; j < 2; ++j) {
-      float sum = partials.c[0][row][2 * tx + j];
-#pragma unroll
-      for (int g = 1; g < kSlices; ++g) sum += partials.c[g][row][2 * tx + j];
-      r.c[i][j] = sum;
+    for (int g = 1; g < kSlices; ++g) {
+      const float2 part = *reinterpret_cast<const float2*>(&partials.c[g][row][2 * tx]);
+      sum.x += part.x;
+      sum.y += part.y;
     }
+    r.c[i][0] = sum.x;
+    r.c[i][1] = sum.y;
     if constexpr (kRowSums) {
       float sum = partials.row_sum[0][row];
 #pragma unroll

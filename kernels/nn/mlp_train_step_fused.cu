@@ -90,7 +90,7 @@ __device__ void head_tile(const Args& p, int t, float (*head_dy)[kMaxOut], float
 }
 
 template <ActivationKind Kind>
-__global__ void __launch_bounds__(kThreads) mlp_train_step_fused(const __grid_constant__ Args p) {
+__global__ void __launch_bounds__(kThreads, 1) mlp_train_step_fused(const __grid_constant__ Args p) {
   begin_after_prior_kernel();
   __shared__ Chunks chunks;
   __shared__ float head_dy[kHeadRows][kMaxOut];

@@ -40,7 +40,7 @@ struct ActArgs {
 };
 
 template <ActivationKind Kind>
-__global__ void __launch_bounds__(kThreads) dqn_act_fused(const __grid_constant__ ActArgs p) {
+__global__ void __launch_bounds__(kThreads, 1) dqn_act_fused(const __grid_constant__ ActArgs p) {
   begin_after_prior_kernel();
   __shared__ Chunks chunks;
   __shared__ float q_rows[kHeadRows][kMaxOut];

@@ -223,7 +223,7 @@ __device__ void update_target_share(const Args& p, std::size_t first) {
 }
 
 template <ActivationKind Kind>
-__global__ void __launch_bounds__(kThreads) dqn_train_step_fused(const __grid_constant__ Args p) {
+__global__ void __launch_bounds__(kThreads, 1) dqn_train_step_fused(const __grid_constant__ Args p) {
   begin_after_prior_kernel();
   __shared__ ForwardChunks chunks;
   __shared__ HeadShared head;
