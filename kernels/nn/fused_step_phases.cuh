@@ -278,6 +278,29 @@ __device__ __forceinline__ double square(float x) {
   return d * d;  // exact
 }
 
+// A thread's two adjacent outputs (columns 2 tx and 2 tx + 1 of a tile row) to p[0] and, when
+// `both`, p[1]: one 8-byte store where p is 8-byte aligned (a half warp then writes a row's 128
+// bytes in one request instead of two half-used ones), else scalar stores. The same values land
+// in the same places either way.
+__device__ __forceinline__ void store_pair(float* p, float first, float second, bool both) {
+  if (both && (reinterpret_cast<std::uintptr_t>(p) & 7u) == 0) {
+    *reinterpret_cast<float2*>(p) = make_float2(first, second);
+  } else {
+    p[0] = first;
+    if (both) p[1] = second;
+  }
+}
+
+// The pair store_pair writes, read back: p[0] and, when `both`, p[1] (else 0), one 8-byte load
+// where p is 8-byte aligned. With kThroughL2, loads that bypass L1 (another block wrote them).
+template <bool kThroughL2 = false>
+__device__ __forceinline__ float2 load_pair(const float* p, bool both) {
+  if (both && (reinterpret_cast<std::uintptr_t>(p) & 7u) == 0)
+    return kThroughL2 ? __ldcg(reinterpret_cast<const float2*>(p))
+                      : *reinterpret_cast<const float2*>(p);
+  return make_float2(kThroughL2 ? __ldcg(p) : p[0], both ? (kThroughL2 ? __ldcg(p + 1) : p[1]) : 0.0f);
+}
+
 // Layer l's input a_{l-1} (x for l = 1); l is 1-based.
 __device__ __forceinline__ const float* layer_input(const Pass& p, int l) {
   return l == 1 ? p.x : p.scratch->activations[l - 2];
@@ -300,18 +323,17 @@ __device__ void forward_tile(ChunksOf<kSubTiles>& s, const Pass& p, int l, int t
   const TileSumsOf<kSubTiles> r = tile_product<true, true, false>(s, a, w, in, m0, n0);
   float* z = p.scratch->pre_activations[l - 1];
   float* act = p.scratch->activations[l - 1];
+  const int col = n0 + 2 * tx;
   for (int sub = 0; sub < kSubTiles; ++sub) {
     for (int i = 0; i < 2; ++i) {
       const int row = m0 + kTile * sub + 2 * ty + i;  // tile_row(2 sub + i)
-      for (int j = 0; j < 2; ++j) {
-        const int col = n0 + 2 * tx + j;
-        if (row < p.rows && col < out) {
-          const float value = r.c[2 * sub + i][j] + bias[j];
-          const std::size_t at = static_cast<std::size_t>(row) * out + col;
-          z[at] = value;
-          act[at] = activation_math::value<Kind>(value, p.net->hidden_activation);
-        }
-      }
+      if (row >= p.rows || col >= out) continue;
+      const float first = r.c[2 * sub + i][0] + bias[0], second = r.c[2 * sub + i][1] + bias[1];
+      const std::size_t at = static_cast<std::size_t>(row) * out + col;
+      const bool both = col + 1 < out;
+      store_pair(z + at, first, second, both);
+      store_pair(act + at, activation_math::value<Kind>(first, p.net->hidden_activation),
+                 activation_math::value<Kind>(second, p.net->hidden_activation), both);
     }
   }
 }
@@ -354,7 +376,7 @@ __device__ inline bool combine_split_parts(const Pass& p, const WeightGradSplit&
   if (split.index > 0) {
     float* mine = partials_of(split.index);
     for (int i = 0; i < 2; ++i) {
-      for (int j = 0; j < 2; ++j) mine[(2 * ty + i) * kTile + 2 * tx + j] = r.c[i][j];
+      store_pair(mine + (2 * ty + i) * kTile + 2 * tx, r.c[i][0], r.c[i][1], true);
       if (bias_tile && tx == 0) mine[kTile * kTile + 2 * ty + i] = r.row_sum[i];
     }
     __threadfence();  // this thread's partials before the block's count
@@ -372,7 +394,9 @@ __device__ inline bool combine_split_parts(const Pass& p, const WeightGradSplit&
   for (int index = 1; index < split.count; ++index) {
     const float* theirs = partials_of(index);
     for (int i = 0; i < 2; ++i) {
-      for (int j = 0; j < 2; ++j) r.c[i][j] += __ldcg(theirs + (2 * ty + i) * kTile + 2 * tx + j);
+      const float2 part = load_pair<true>(theirs + (2 * ty + i) * kTile + 2 * tx, true);
+      r.c[i][0] += part.x;
+      r.c[i][1] += part.y;
       if (bias_tile && tx == 0) r.row_sum[i] += __ldcg(theirs + kTile * kTile + 2 * ty + i);
     }
   }
@@ -401,12 +425,12 @@ __device__ inline void weight_grad_tile(Chunks& s, const Pass& p, int l, int t, 
   for (int i = 0; i < 2; ++i) {
     const int o = m0 + 2 * ty + i;
     if (o >= out) continue;
-    for (int j = 0; j < 2; ++j) {
-      const int col = n0 + 2 * tx + j;
-      if (col < in) {
-        dw[static_cast<std::size_t>(o) * in + col] = r.c[i][j];
-        *sum_squares += square(r.c[i][j]);
-      }
+    const int col = n0 + 2 * tx;
+    if (col < in) {
+      const bool both = col + 1 < in;
+      store_pair(dw + static_cast<std::size_t>(o) * in + col, r.c[i][0], r.c[i][1], both);
+      *sum_squares += square(r.c[i][0]);
+      if (both) *sum_squares += square(r.c[i][1]);
     }
     if (bias_tile && tx == 0) {
       p.net->bias_grads[l - 1][o] = r.row_sum[i];
@@ -425,21 +449,21 @@ __device__ void input_grad_tile(Chunks& s, const Pass& p, int l, int t) {
   const Operand w{p.net->weights[l - 1], in, in};
   const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
   const float* z = p.scratch->pre_activations[l - 2];
-  float z_saved[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};  // loaded with the first chunk
+  const int col = n0 + 2 * tx;
+  const bool both = col + 1 < in;
+  float2 z_saved[2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};  // loaded with the first chunk
   for (int i = 0; i < 2; ++i)
-    for (int j = 0; j < 2; ++j)
-      if (m0 + 2 * ty + i < p.rows && n0 + 2 * tx + j < in)
-        z_saved[i][j] = z[static_cast<std::size_t>(m0 + 2 * ty + i) * in + n0 + 2 * tx + j];
+    if (m0 + 2 * ty + i < p.rows && col < in)
+      z_saved[i] = load_pair(z + static_cast<std::size_t>(m0 + 2 * ty + i) * in + col, both);
   const TileSums r = tile_product<true, false, false>(s, dz, w, out, m0, n0);
   float* dz_in = p.scratch->d_pre_activations[l - 2];
   for (int i = 0; i < 2; ++i) {
     const int row = m0 + 2 * ty + i;
-    for (int j = 0; j < 2; ++j) {
-      const int col = n0 + 2 * tx + j;
-      if (row < p.rows && col < in)
-        dz_in[static_cast<std::size_t>(row) * in + col] =
-            r.c[i][j] * activation_math::derivative<Kind>(z_saved[i][j], p.net->hidden_activation);
-    }
+    if (row >= p.rows || col >= in) continue;
+    store_pair(dz_in + static_cast<std::size_t>(row) * in + col,
+               r.c[i][0] * activation_math::derivative<Kind>(z_saved[i].x, p.net->hidden_activation),
+               r.c[i][1] * activation_math::derivative<Kind>(z_saved[i].y, p.net->hidden_activation),
+               both);
   }
 }
 
