@@ -59,6 +59,18 @@ def test_no_gpu_runs_nothing(tmp_path):
     assert not (tmp_path / "a" / "calls.txt").exists()
 
 
+def test_a_build_without_the_selfcheck_is_named(tmp_path):
+    a = fake_build(tmp_path / "a", fixture("before.json"))
+    b = fake_build(tmp_path / "b", fixture("after.json"))
+    (a / "bench" / "resident-selfcheck").unlink()
+    result = run(a, b, tmp_path / "out", "fake_bench", "x")
+    assert result.returncode == 2
+    assert "resident-selfcheck: no such binary" in result.stderr
+    assert "--target resident-selfcheck" in result.stderr
+    assert "no usable GPU" not in result.stderr
+    assert not (tmp_path / "a" / "calls.txt").exists()
+
+
 def test_bad_arguments_name_the_value(tmp_path):
     a = fake_build(tmp_path / "a", fixture("before.json"))
     result = run(a, a, tmp_path / "out", "fake_bench", "x", 0)
