@@ -1,4 +1,4 @@
-// DQN trainer benchmarks (issue 7): one epoch (steps_per_epoch vector env steps, each followed by
+// DQN trainer benchmarks: one epoch (steps_per_epoch vector env steps, each followed by
 // one gradient step) of the resident pipeline (CUDA-graph replays, one 2-scalar readback per
 // epoch) against the host-staged pipeline (CPU sum-tree replay, per-step downloads, uploads and
 // syncs), same config, same env and gradient steps, in one run:
@@ -20,7 +20,7 @@
 //   dqn_epoch/resident_step_graphs  one steady-state step per CUDA-graph launch (the other
 //                           resident rows replay DqnConfig::steps_per_graph = 4 steps per launch)
 // Config: bench/dqn_bench_config.h (trading env, 64-dim observations, 32 envs, MLP 64-256-256-3,
-// replay capacity 1e6, batch 256), shared with bench/dqn_step_timeline.
+// replay capacity 1e6, batch 256), shared with dev/dqn_step_timeline.
 // Targets (H200): resident >= 5x host-staged; >= 20k gradient steps/s resident.
 #include <benchmark/benchmark.h>
 
@@ -29,7 +29,7 @@
 
 #include "bench/dqn_bench_config.h"
 #include "bench/harness.h"
-#include "lib/core/programmatic_launch.h"
+#include "kernels/core/programmatic_launch.h"
 #include "lib/rl/dqn/dqn_trainer.h"
 
 namespace {

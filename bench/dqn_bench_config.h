@@ -1,5 +1,5 @@
 // The DQN config of bench/dqn_bench.cu's rows (dqn_epoch/resident and its variants), shared with
-// bench/dqn_step_timeline.cu so the timeline tool measures exactly what the bench times.
+// dev/dqn_step_timeline.cu so the timeline tool measures exactly what the bench times.
 // Default: trading env on a synthetic market, window 9 x 7 features + position = 64-dim
 // observations, 32 envs, MLP 64-256-256-3, replay capacity 1e6, batch 256, 200 vector steps per
 // epoch, one gradient step per vector step.

@@ -1,4 +1,4 @@
-// MLP train step benchmarks (issue 6): zero grads, forward, MSE, backward, global-norm clip and
+// MLP train step benchmarks: zero grads, forward, MSE, backward, global-norm clip and
 // fused AdamW, eager and graph-replayed, at 256 x (64-256-256-3) and 4096 x (4-64-64-2), with the
 // achieved FLOP/s of the three GEMMs per layer next to the SGEMM ceiling measured in the same run
 // (gemm_ceiling/sgemm: a 4096^3 fp32 GEMM). Target (H200): graph-replayed 256 x (64-256-256-3)

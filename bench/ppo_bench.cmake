@@ -1,4 +1,4 @@
-# PPO benchmarks (issue 8): resident vs host-staged update on the same config, and the training
+# PPO benchmarks: resident vs host-staged update on the same config, and the training
 # throughput (rollout + update) at 4096 envs x 128 steps.
 resident_add_bench(ppo_bench ppo_bench.cu)
 target_link_libraries(ppo_bench PRIVATE resident_ppo)

@@ -1,4 +1,4 @@
-// PPO benchmarks (issue 8), CartPole, actor and critic 64x64 tanh, 4 epochs x 4 minibatches:
+// PPO benchmarks, CartPole, actor and critic 64x64 tanh, 4 epochs x 4 minibatches:
 //   ppo_update/resident, ppo_update/host_staged: one update (rollout of T steps of N envs, then
 //     the K x M minibatch update) on the same config (256 envs x 128 steps), so the two rows
 //     compare directly; target resident >= 5x faster.

@@ -1,4 +1,4 @@
-// Prioritized replay benchmarks (issue 5). One PER step = sample B + gather + IS weights +
+// Prioritized replay benchmarks. One PER step = sample B + gather + IS weights +
 // priority update, state_dim 64, buffer full:
 //   per_step/resident        GPU buffer, the step captured once and graph-replayed
 //   per_step/resident_eager  GPU buffer, launched eagerly
@@ -29,7 +29,7 @@
 #include "bench/harness.h"
 #include "lib/core/device_buffer.h"
 #include "lib/core/library_checks.h"
-#include "lib/core/programmatic_launch.h"
+#include "kernels/core/programmatic_launch.h"
 #include "lib/core/stream.h"
 #include "lib/replay/cpu_replay_buffer.h"
 #include "lib/replay/gpu_replay_buffer.h"
@@ -264,8 +264,8 @@ int main(int argc, char** argv) {
       ->ArgNames({"capacity", "batch"})
       ->Args({1'000'000, 256});
   // A row's iterations are counted in its reported (per-step) time: a window of 16 steps would
-  // run 16x the default minimum time of windows (5 x ~45k windows, ~60 s per row in session 15's
-  // main job), so its minimum time is divided by the steps per window.
+  // run 16x the default minimum time of windows (5 x ~45k windows, ~60 s per row in the main job
+  // on an H200), so its minimum time is divided by the steps per window.
   for (const auto& [name, window] :
        {std::pair{"per_step/resident_untraced", StepWindow{1, false}},
         std::pair{"per_step/resident_back_to_back", StepWindow{16, true}}}) {

@@ -1,4 +1,4 @@
-"""bench/ab-bench orchestration, without a GPU: fake builds whose selfcheck passes and whose
+"""dev/ab-bench orchestration, without a GPU: fake builds whose selfcheck passes and whose
 bench binary copies a fixture run to --benchmark_out (build A the "before", build B the
 "after"), so the script's alternation, its files and its comparison can be checked here."""
 import os
@@ -7,7 +7,7 @@ from pathlib import Path
 
 from conftest import REPO, fixture
 
-SCRIPT = REPO / "bench" / "ab-bench"
+SCRIPT = REPO / "dev" / "ab-bench"
 
 
 def fake_build(root: Path, run: Path, selfcheck_status: int = 0) -> Path:

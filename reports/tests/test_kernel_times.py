@@ -1,4 +1,4 @@
-"""reports/kernel-times and resident_reports.kernel_times on a real ncu CSV excerpt (one PPO
+"""dev/kernel-times and resident_reports.kernel_times on a real ncu CSV excerpt (one PPO
 minibatch of the H200 run of session 3, commit 2734d01, plus a few launches either side)."""
 
 import pytest
@@ -45,13 +45,13 @@ def test_a_missing_segment_and_a_file_without_a_header_are_errors(tmp_path):
         segment(read_launches(CSV), "gather_minibatch", 3)
     bad = tmp_path / "bad.csv"
     bad.write_text("==PROF== nothing profiled\n")
-    result = run_script("reports/kernel-times", bad)
+    result = run_script("dev/kernel-times", bad)
     assert result.returncode == 2
     assert "no ncu CSV header" in result.stderr
 
 
 def test_the_script_prints_the_table():
-    result = run_script("reports/kernel-times", CSV, "--segment", "gather_minibatch")
+    result = run_script("dev/kernel-times", CSV, "--segment", "gather_minibatch")
     assert result.returncode == 0, result.stderr
     assert "| `resident::activation_backward_bias_grad` | 4 | 256.9 | 64.2 | 28.7% |" in result.stdout
     assert "| total | 31 | 896.1 | | 100% |" in result.stdout

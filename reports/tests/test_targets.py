@@ -107,25 +107,30 @@ def test_malformed_targets_name_the_entry(tmp_path, entry, message):
     assert message in str(error.value)
 
 
+REFERENCE_RUN = REPO / "reports/results/h200-2026-12-01-5/bench.json"
+"""The run of record the README quotes."""
+
+
 def test_the_committed_targets_file_loads_and_reads_the_reference_run():
     targets = load_targets(REPO / "reports" / "targets.json")
-    assert {t.issue for t in targets} == {3, 5, 6, 7, 8}
+    assert {3, 5, 6, 7, 8} <= {t.issue for t in targets}
     from resident_reports.stats import summarize_run
-    run = summarize_run(load_run(REPO / "reports/results/h200-2026-11-30-2/bench.json"))
-    results = [evaluate(t, run.measured) for t in targets]
+    run = summarize_run(load_run(REFERENCE_RUN))
+    # The replay, nn, DQN, PPO and audit targets; the supervised models' rows are newer.
+    results = [evaluate(t, run.measured) for t in targets if t.issue in {3, 5, 6, 7, 8}]
     assert all(r.verdict != NOT_MEASURED for r in results), [r.missing for r in results]
 
 
 def test_render_writes_the_targets_section(tmp_path):
-    result = run_script("reports/render", REPO / "reports/results/h200-2026-11-30-2/bench.json",
+    result = run_script("reports/render", REFERENCE_RUN,
                         "--out", tmp_path)
     assert result.returncode == 0, result.stderr
     text = (tmp_path / "summary.md").read_text()
     assert "## Targets" in text
-    assert "| 8 | PPO update speedup over host-staged (256 envs x 128 steps) | >= 5.00x | 5.87x | met |" in text
+    assert "| 8 | PPO update speedup over host-staged (256 envs x 128 steps) | >= 5.00x | 6.24x | met |" in text
     bad = tmp_path / "bad.json"
     bad.write_text("{}")
-    result = run_script("reports/render", REPO / "reports/results/h200-2026-11-30-2/bench.json",
+    result = run_script("reports/render", REFERENCE_RUN,
                         "--out", tmp_path / "x", "--targets", bad)
     assert result.returncode == 2
     assert 'no "targets" array' in result.stderr
