@@ -1,6 +1,7 @@
 // Device evaluation of a KAN input: the squash, SiLU and its derivative, and the k + 1 B-spline
 // bases (and derivatives) that are non-zero at a point of the uniform extended grid
-// (kan_layout.h's Grid; MODELS.md section 4). fp32 math.
+// (kan_layout.h's Grid; MODELS.md section 4). fp32 math; host-callable too, so a CPU test checks
+// these exact functions against the double reference.
 //
 // For the uniform knots t_m = lo + (m - k) h, with s = (u - t_0) / h, j = floor(s), f = s - j
 // (t_j <= u < t_{j+1}), the bases non-zero at u are m = j - k + r, r = 0..k, and the Cox-de Boor
@@ -13,23 +14,32 @@
 
 #include <cuda_runtime.h>
 
+#include <cmath>
+
 #include "kernels/models/kan/kan_layout.h"
+
+// #pragma unroll in the device pass only (the host pass of nvcc warns on the unknown pragma).
+#if defined(__CUDA_ARCH__)
+#define RESIDENT_KAN_UNROLL _Pragma("unroll")
+#else
+#define RESIDENT_KAN_UNROLL
+#endif
 
 namespace resident::kernels::kan {
 
 inline constexpr int kNoBasis = -(1 << 20);
 
-__device__ inline float squash(float th, const Grid& g) { return g.mid + g.half * th; }
+__host__ __device__ inline float squash(float th, const Grid& g) { return g.mid + g.half * th; }
 
 // silu(u) = u sigmoid(u), and silu'(u) = sigmoid(u) (1 + u (1 - sigmoid(u))), with the
 // sigmoid and its complement from one expf that cannot overflow.
-__device__ inline float silu(float u) {
+__host__ __device__ inline float silu(float u) {
   const float e = expf(-fabsf(u));
   const float sig = u >= 0.0f ? 1.0f / (1.0f + e) : e / (1.0f + e);
   return u * sig;
 }
 
-__device__ inline float silu_derivative(float u) {
+__host__ __device__ inline float silu_derivative(float u) {
   const float e = expf(-fabsf(u));
   const float large = 1.0f / (1.0f + e), small = e * large;
   const float sig = u >= 0.0f ? large : small, complement = u >= 0.0f ? small : large;
@@ -40,13 +50,13 @@ __device__ inline float silu_derivative(float u) {
 // past the last basis (G + k - 1) near the ends: the caller keeps 0 <= first + r < G + k. With
 // `derivative` non-null it also gets B'_{first + r}(u).
 template <int kOrder>
-__device__ inline int local_bases(float u, const Grid& g, float (&value)[kOrder + 1],
+__host__ __device__ inline int local_bases(float u, const Grid& g, float (&value)[kOrder + 1],
                                   float (*derivative)[kOrder + 1]) {
   const float s = (u - g.grid_min) * g.inv_h + static_cast<float>(kOrder);
   const float j = floorf(s);
   const int intervals = g.grid_size + 2 * kOrder;
   if (!(j >= 0.0f && j < static_cast<float>(intervals))) {  // also rejects NaN
-#pragma unroll
+RESIDENT_KAN_UNROLL
     for (int r = 0; r <= kOrder; ++r) {
       value[r] = 0.0f;
       if (derivative != nullptr) (*derivative)[r] = 0.0f;
@@ -55,12 +65,12 @@ __device__ inline int local_bases(float u, const Grid& g, float (&value)[kOrder 
   }
   const float f = s - j;
   value[0] = 1.0f;
-#pragma unroll
+RESIDENT_KAN_UNROLL
   for (int r = 1; r <= kOrder; ++r) value[r] = 0.0f;
-#pragma unroll
+RESIDENT_KAN_UNROLL
   for (int p = 1; p <= kOrder; ++p) {
     if (p == kOrder && derivative != nullptr) {
-#pragma unroll
+RESIDENT_KAN_UNROLL
       for (int r = 0; r <= kOrder; ++r) {
         const float left = r > 0 ? value[r - 1] : 0.0f;
         const float right = r < kOrder ? value[r] : 0.0f;  // value[kOrder] is 0 at p - 1
@@ -68,7 +78,7 @@ __device__ inline int local_bases(float u, const Grid& g, float (&value)[kOrder 
       }
     }
     const float inv_p = 1.0f / static_cast<float>(p);
-#pragma unroll
+RESIDENT_KAN_UNROLL
     for (int r = p; r >= 0; --r) {
       const float left = r > 0 ? value[r - 1] : 0.0f;
       value[r] = ((f + static_cast<float>(p - r)) * left +

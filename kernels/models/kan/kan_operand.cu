@@ -20,7 +20,7 @@ __host__ __device__ inline int tile_stride(int nb) { return nb | 1; }
 
 template <int kOrder>
 __global__ void __launch_bounds__(kThreads)
-    kan_operand(float* __restrict__ operand, float* __restrict__ squashed,
+    kan_operand(float* __restrict__ operand, float* __restrict__ saved_input,
                 const float* __restrict__ parts, int part_count, std::size_t part_stride,
                 std::size_t rows, int in, Grid grid) {
   extern __shared__ float tile[];
@@ -35,9 +35,8 @@ __global__ void __launch_bounds__(kThreads)
       const std::size_t at = row * in + i;
       float a = parts[at];
       for (int s = 1; s < part_count; ++s) a += parts[s * part_stride + at];
-      const float th = tanhf(a);
-      if (squashed != nullptr) squashed[at] = th;
-      const float u = squash(th, grid);
+      if (saved_input != nullptr) saved_input[at] = a;
+      const float u = squash(tanhf(a), grid);
       operand[row * k_width + i] = silu(u);
       float value[kOrder + 1];
       const int first = local_bases<kOrder>(u, grid, value, nullptr);
@@ -57,21 +56,21 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 template <int kOrder>
-void launch(float* operand, float* squashed, const float* parts, std::size_t part_count,
+void launch(float* operand, float* saved_input, const float* parts, std::size_t part_count,
             std::size_t part_stride, std::size_t rows, std::size_t in, const Grid& grid,
             cudaStream_t stream) {
   const dim3 blocks(static_cast<unsigned>((in + kThreads - 1) / kThreads),
                     static_cast<unsigned>(rows < kMaxRowBlocks ? rows : kMaxRowBlocks));
   const std::size_t shared = sizeof(float) * kThreads * tile_stride(grid.basis_count());
   kan_operand<kOrder><<<blocks, kThreads, shared, stream>>>(
-      operand, squashed, parts, static_cast<int>(part_count), part_stride, rows,
+      operand, saved_input, parts, static_cast<int>(part_count), part_stride, rows,
       static_cast<int>(in), grid);
   RESIDENT_CHECK_LAUNCH("kan_operand");
 }
 
 }  // namespace
 
-void launch_kan_operand(float* operand, float* squashed, const float* parts,
+void launch_kan_operand(float* operand, float* saved_input, const float* parts,
                         std::size_t part_count, std::size_t part_stride, std::size_t rows,
                         std::size_t in, const Grid& grid, cudaStream_t stream) {
   const NvtxRange range("kan/operand");
@@ -87,11 +86,11 @@ void launch_kan_operand(float* operand, float* squashed, const float* parts,
                 __FILE__, __LINE__);
   if (rows == 0) return;
   switch (grid.order) {
-    case 1: return launch<1>(operand, squashed, parts, part_count, part_stride, rows, in, grid, stream);
-    case 2: return launch<2>(operand, squashed, parts, part_count, part_stride, rows, in, grid, stream);
-    case 3: return launch<3>(operand, squashed, parts, part_count, part_stride, rows, in, grid, stream);
-    case 4: return launch<4>(operand, squashed, parts, part_count, part_stride, rows, in, grid, stream);
-    case 5: return launch<5>(operand, squashed, parts, part_count, part_stride, rows, in, grid, stream);
+    case 1: return launch<1>(operand, saved_input, parts, part_count, part_stride, rows, in, grid, stream);
+    case 2: return launch<2>(operand, saved_input, parts, part_count, part_stride, rows, in, grid, stream);
+    case 3: return launch<3>(operand, saved_input, parts, part_count, part_stride, rows, in, grid, stream);
+    case 4: return launch<4>(operand, saved_input, parts, part_count, part_stride, rows, in, grid, stream);
+    case 5: return launch<5>(operand, saved_input, parts, part_count, part_stride, rows, in, grid, stream);
     default:
       throw Error("launch_kan_operand", "invalid argument",
                   "order = " + std::to_string(grid.order) + ", allowed [1, " +

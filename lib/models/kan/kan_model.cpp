@@ -39,7 +39,7 @@ kernels::kan::Grid make_grid(const KanConfig& c) {
 
 // Scratch elements of each buffer of one layer (0: not needed), in Layer's field order.
 struct LayerSizes {
-  std::size_t operand, squashed, partials, combined, d_combined, d_operand, d_input;
+  std::size_t operand, saved_input, partials, combined, d_combined, d_operand, d_input;
 };
 
 LayerSizes layer_sizes(std::size_t l, std::size_t layers, std::size_t in, std::size_t out,
@@ -64,7 +64,7 @@ std::size_t scratch_bytes(const KanConfig& config, const ModelShape& shape) {
     const LayerSizes s =
         layer_sizes(l, layers, widths[l], widths[l + 1], k_width,
                     kan_k_splits(config, k_width, l + 1 < layers), shape.max_batch);
-    for (std::size_t n : {s.operand, s.squashed, s.partials, s.combined, s.d_combined,
+    for (std::size_t n : {s.operand, s.saved_input, s.partials, s.combined, s.d_combined,
                           s.d_operand, s.d_input})
       plan.add<float>(n);
   }
@@ -124,7 +124,7 @@ KanModel::KanModel(const ModelShape& shape, const KanConfig& config, std::uint64
     const LayerSizes s = layer_sizes(l, count, layer.in, layer.out, layer.k_width, layer.splits,
                                      shape_.max_batch);
     layer.operand = take_poisoned(arena_, s.operand);
-    layer.squashed = take_poisoned(arena_, s.squashed);
+    layer.saved_input = take_poisoned(arena_, s.saved_input);
     layer.partials = take_poisoned(arena_, s.partials);
     layer.combined = take_poisoned(arena_, s.combined);
     layer.d_combined = take_poisoned(arena_, s.d_combined);
@@ -166,7 +166,7 @@ void KanModel::forward(const StreamContext& context, const float* x, std::size_t
     const bool first = l == 0, last = l + 1 == layers_.size();
     const float* parts = first ? x : layers_[l - 1].partials;
     const std::size_t part_count = first ? 1 : layers_[l - 1].splits;
-    kernels::kan::launch_kan_operand(layer.operand, first ? nullptr : layer.squashed, parts,
+    kernels::kan::launch_kan_operand(layer.operand, first ? nullptr : layer.saved_input, parts,
                                      part_count, batch * layer.in, batch, layer.in, grid_, stream);
     // Row-major A [r, c] is the column-major [c, r] with leading dimension c:
     // y^T [out, batch] = combined [out, K] operand^T [K, batch].
@@ -215,7 +215,7 @@ void KanModel::backward(const StreamContext& context, const float* x, const floa
     RESIDENT_CUBLAS_CHECK(cublasSgemm(context.cublas(), CUBLAS_OP_N, CUBLAS_OP_N, k_width, rows,
                                       out, &one, layer.combined, k_width, dy, out, &zero,
                                       layer.d_operand, k_width));
-    kernels::kan::launch_kan_input_grad(layer.d_input, layer.d_operand, layer.squashed, batch,
+    kernels::kan::launch_kan_input_grad(layer.d_input, layer.d_operand, layer.saved_input, batch,
                                         layer.in, grid_, stream);
     dy = layer.d_input;
   }

@@ -28,7 +28,7 @@
 // Grid update (pykan/efficient-kan update_grid: refit the knots to batch quantiles) is not
 // implemented: the grid is fixed; it is off the hot path and MODELS.md skips it in the benchmark.
 //
-// Scratch (operands, saved tanh values, partial products, combined weights and their gradients)
+// Scratch (operands, saved layer inputs, partial products, combined weights and their gradients)
 // is allocated once for shape.max_batch rows and filled with NaN at construction, so a read of
 // anything a step did not write shows. forward/backward follow supervised_model.h's hot-path
 // contract: the context's stream only, no allocation, no copy, no sync; deterministic (fixed-order
@@ -81,7 +81,7 @@ class KanModel final : public SupervisedModel {
   struct Layer {
     std::size_t in = 0, out = 0, k_width = 0, splits = 1;
     float* operand = nullptr;     // [max_batch, K]
-    float* squashed = nullptr;    // [max_batch, in], layers > 0 (their input gradient needs it)
+    float* saved_input = nullptr;  // [max_batch, in], layers > 0 (their input gradient needs it)
     float* partials = nullptr;    // [splits, max_batch, out], layers that feed another
     float* combined = nullptr;    // [out, K]
     float* d_combined = nullptr;  // [out, K]

@@ -150,12 +150,15 @@ TEST_P(KanGradients, ForwardLossAndEveryParameterGradientMatchTheReference) {
   const cudaStream_t stream = context.stream();
   std::mt19937_64 rng(1000 + c.batch);
 
-  // Fresh random parameters of O(1), so the spline branch weighs as much as the base branch.
+  // Fresh random parameters, the spline weights as large as the base weights (so the spline
+  // branch weighs as much as the base branch), scaled by 2 / sqrt(in) for wide layers so that the
+  // next layer's squash is not saturated everywhere.
   for (std::size_t l = 0; l < model.layer_count(); ++l)
     for (const KanTensor t : kTensors) {
       const std::string name = KanModel::tensor_name(l, t);
-      const double low = t == KanTensor::SplineScaler ? 0.5 : -0.6;
-      const double high = t == KanTensor::SplineScaler ? 1.5 : 0.6;
+      const double scale = std::min(1.0, 2.0 / std::sqrt(static_cast<double>(model.widths()[l])));
+      const double low = t == KanTensor::SplineScaler ? 0.5 : -0.6 * scale;
+      const double high = t == KanTensor::SplineScaler ? 1.5 : 0.6 * scale;
       model.slab().upload(nn::SlabPart::Params, name,
                           random_floats(model.slab().size(name), low, high, rng), stream);
     }
