@@ -16,8 +16,7 @@ namespace {
 
 constexpr unsigned kThreads = 256;
 
-__global__ void __launch_bounds__(kThreads)
-    kan_combined_weight(LayerTable table, int nb) {
+__global__ void __launch_bounds__(kThreads) kan_combined_weight(LayerTable table, int nb) {
   const LayerTensors& t = table.layer[blockIdx.y];
   const std::size_t in = static_cast<std::size_t>(t.in);
   const std::size_t k_width = in * (1 + nb);
@@ -44,16 +43,16 @@ void launch_kan_combined_weight(const LayerTable& table, int basis_count, cudaSt
   if (table.count < 1 || table.count > kMaxLayers || basis_count < 1)
     throw Error("launch_kan_combined_weight", "invalid argument",
                 "layers = " + std::to_string(table.count) + " (allowed [1, " +
-                    std::to_string(kMaxLayers) + "]), basis_count = " +
-                    std::to_string(basis_count) + " (allowed >= 1)",
+                    std::to_string(kMaxLayers) +
+                    "]), basis_count = " + std::to_string(basis_count) + " (allowed >= 1)",
                 __FILE__, __LINE__);
   std::size_t largest = 0;
   for (int l = 0; l < table.count; ++l)
-    largest = std::max(largest, static_cast<std::size_t>(table.layer[l].in) *
-                                    (1 + basis_count) *
+    largest = std::max(largest, static_cast<std::size_t>(table.layer[l].in) * (1 + basis_count) *
                                     static_cast<std::size_t>(table.layer[l].out));
   if (largest == 0) return;
-  const dim3 blocks(grid_stride_blocks(largest, kThreads, 2048), static_cast<unsigned>(table.count));
+  const dim3 blocks(grid_stride_blocks(largest, kThreads, 2048),
+                    static_cast<unsigned>(table.count));
   kan_combined_weight<<<blocks, kThreads, 0, stream>>>(table, basis_count);
   RESIDENT_CHECK_LAUNCH("kan_combined_weight");
 }

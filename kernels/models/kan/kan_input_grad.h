@@ -5,9 +5,9 @@
 //   da[b, i] = grid.half * sech^2(a) * ( d_operand[b, i] * silu'(u)
 //                                       + sum_m d_operand[b, in + i * nb + m] * B'_m(u) )
 // (only the k + 1 bases non-zero at u contribute). sech^2(a) = 1 / cosh^2(a) is formed from a,
-// not as 1 - tanh^2 (which loses its relative precision where tanh saturates). Overwrites da [rows, in]. One thread per
-// element, no atomics: deterministic. da may not alias the inputs. grid.order in
-// [1, kMaxSplineOrder], else resident::Error before anything is enqueued.
+// not as 1 - tanh^2 (which loses its relative precision where tanh saturates). Overwrites
+// da [rows, in]. One thread per element, no atomics: deterministic. da may not alias the inputs.
+// grid.order in [1, kMaxSplineOrder], else resident::Error before anything is enqueued.
 #pragma once
 
 #include <cuda_runtime_api.h>

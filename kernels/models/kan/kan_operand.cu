@@ -50,7 +50,8 @@ __global__ void __launch_bounds__(kThreads)
     }
     __syncthreads();
     float* out = operand + row * k_width + in + static_cast<std::size_t>(i0) * nb;
-    for (int e = threadIdx.x; e < count * nb; e += kThreads) out[e] = tile[(e / nb) * stride + e % nb];
+    for (int e = threadIdx.x; e < count * nb; e += kThreads)
+      out[e] = tile[(e / nb) * stride + e % nb];
     __syncthreads();
   }
 }
@@ -86,11 +87,21 @@ void launch_kan_operand(float* operand, float* saved_input, const float* parts,
                 __FILE__, __LINE__);
   if (rows == 0) return;
   switch (grid.order) {
-    case 1: return launch<1>(operand, saved_input, parts, part_count, part_stride, rows, in, grid, stream);
-    case 2: return launch<2>(operand, saved_input, parts, part_count, part_stride, rows, in, grid, stream);
-    case 3: return launch<3>(operand, saved_input, parts, part_count, part_stride, rows, in, grid, stream);
-    case 4: return launch<4>(operand, saved_input, parts, part_count, part_stride, rows, in, grid, stream);
-    case 5: return launch<5>(operand, saved_input, parts, part_count, part_stride, rows, in, grid, stream);
+    case 1:
+      return launch<1>(operand, saved_input, parts, part_count, part_stride, rows, in, grid,
+                       stream);
+    case 2:
+      return launch<2>(operand, saved_input, parts, part_count, part_stride, rows, in, grid,
+                       stream);
+    case 3:
+      return launch<3>(operand, saved_input, parts, part_count, part_stride, rows, in, grid,
+                       stream);
+    case 4:
+      return launch<4>(operand, saved_input, parts, part_count, part_stride, rows, in, grid,
+                       stream);
+    case 5:
+      return launch<5>(operand, saved_input, parts, part_count, part_stride, rows, in, grid,
+                       stream);
     default:
       throw Error("launch_kan_operand", "invalid argument",
                   "order = " + std::to_string(grid.order) + ", allowed [1, " +

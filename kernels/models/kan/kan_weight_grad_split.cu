@@ -17,8 +17,7 @@ namespace {
 
 constexpr unsigned kThreads = 256;
 
-__global__ void __launch_bounds__(kThreads)
-    kan_weight_grad_split(LayerTable table, int nb) {
+__global__ void __launch_bounds__(kThreads) kan_weight_grad_split(LayerTable table, int nb) {
   const LayerTensors& t = table.layer[blockIdx.y];
   const std::size_t in = static_cast<std::size_t>(t.in);
   const std::size_t edges = in * static_cast<std::size_t>(t.out);
@@ -29,7 +28,8 @@ __global__ void __launch_bounds__(kThreads)
     if (e < spline_elements) {
       const std::size_t edge = e / nb, o = edge / in;
       const std::size_t spline_column = e - o * in * nb;  // i * nb + m
-      t.d_spline_weight[e] += t.d_combined[o * k_width + in + spline_column] * t.spline_scaler[edge];
+      t.d_spline_weight[e] +=
+          t.d_combined[o * k_width + in + spline_column] * t.spline_scaler[edge];
     } else {
       const std::size_t edge = e - spline_elements, o = edge / in, i = edge % in;
       const float* g = t.d_combined + o * k_width;
@@ -50,16 +50,17 @@ void launch_kan_weight_grad_split(const LayerTable& table, int basis_count, cuda
   if (table.count < 1 || table.count > kMaxLayers || basis_count < 1)
     throw Error("launch_kan_weight_grad_split", "invalid argument",
                 "layers = " + std::to_string(table.count) + " (allowed [1, " +
-                    std::to_string(kMaxLayers) + "]), basis_count = " +
-                    std::to_string(basis_count) + " (allowed >= 1)",
+                    std::to_string(kMaxLayers) +
+                    "]), basis_count = " + std::to_string(basis_count) + " (allowed >= 1)",
                 __FILE__, __LINE__);
   std::size_t largest = 0;
   for (int l = 0; l < table.count; ++l)
-    largest = std::max(largest, static_cast<std::size_t>(table.layer[l].in) *
-                                    static_cast<std::size_t>(table.layer[l].out) *
-                                    (1 + basis_count));
+    largest =
+        std::max(largest, static_cast<std::size_t>(table.layer[l].in) *
+                              static_cast<std::size_t>(table.layer[l].out) * (1 + basis_count));
   if (largest == 0) return;
-  const dim3 blocks(grid_stride_blocks(largest, kThreads, 2048), static_cast<unsigned>(table.count));
+  const dim3 blocks(grid_stride_blocks(largest, kThreads, 2048),
+                    static_cast<unsigned>(table.count));
   kan_weight_grad_split<<<blocks, kThreads, 0, stream>>>(table, basis_count);
   RESIDENT_CHECK_LAUNCH("kan_weight_grad_split");
 }

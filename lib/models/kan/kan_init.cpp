@@ -36,7 +36,8 @@ std::vector<double> kan_spline_fit_matrix(const KanConfig& config) {
   const double h = (config.grid_max - config.grid_min) / static_cast<double>(config.grid_size);
   std::vector<double> c(points * nb);  // C [points, nb]
   for (std::size_t j = 0; j < points; ++j) {
-    const std::vector<double> b = kan_bases_at(config, config.grid_min + static_cast<double>(j) * h);
+    const std::vector<double> b =
+        kan_bases_at(config, config.grid_min + static_cast<double>(j) * h);
     for (std::size_t m = 0; m < nb; ++m) c[j * nb + m] = b[m];
   }
   // Z = (C C^T)^-1 by Gauss-Jordan elimination with partial pivoting on [C C^T | I].
@@ -60,7 +61,8 @@ std::vector<double> kan_spline_fit_matrix(const KanConfig& config) {
                       ", spline_order = " + std::to_string(config.spline_order),
                   __FILE__, __LINE__);
     if (pivot != col)
-      for (std::size_t q = 0; q < 2 * n; ++q) std::swap(aug[col * 2 * n + q], aug[pivot * 2 * n + q]);
+      for (std::size_t q = 0; q < 2 * n; ++q)
+        std::swap(aug[col * 2 * n + q], aug[pivot * 2 * n + q]);
     const double inv = 1.0 / aug[col * 2 * n + col];
     for (std::size_t q = 0; q < 2 * n; ++q) aug[col * 2 * n + q] *= inv;
     for (std::size_t r = 0; r < n; ++r) {

@@ -4,9 +4,9 @@
 // Per layer, in layer order and in this draw order:
 //   base_weight   [out, in]      kaiming_uniform(a = sqrt(5)): U[-1/sqrt(in), 1/sqrt(in)]
 //                                (nn::Initializer::kaiming_uniform(gain sqrt(1/3)))
-//   spline_weight [out, in, nb]  noise n[j, i, o] = (U[0, 1) - 1/2) * 0.1 / G at the G + 1 grid
-//                                points x_j = grid_min + j h (drawn j-major, then i, then o), fitted
-//                                by least squares: W[o, i, :] = P n[:, i, o], with P [nb, G + 1]
+//   spline_weight [out, in, nb]  noise n[j, i, o] = (U[0, 1) - 1/2) * 0.1 / G at the G + 1
+//                                grid points x_j = grid_min + j h (drawn j-major, then i, then
+//                                o), fitted by least squares: W[o, i, :] = P n[:, i, o], with P [nb, G + 1]
 //                                the minimum-norm pseudo-inverse of the collocation matrix
 //                                C[j, m] = B_m(x_j) (kan_spline_fit_matrix), so the spline
 //                                sum_m W[o, i, m] B_m(x_j) equals the noise at every grid point

@@ -24,7 +24,8 @@ struct GridCase {
   int grid_size;
   float grid_min, grid_max;
 };
-constexpr GridCase kGrids[] = {{5, -1.0f, 1.0f}, {7, -2.0f, 1.5f}, {1, -1.0f, 1.0f}, {32, -1.0f, 1.0f}};
+constexpr GridCase kGrids[] = {
+    {5, -1.0f, 1.0f}, {7, -2.0f, 1.5f}, {1, -1.0f, 1.0f}, {32, -1.0f, 1.0f}};
 
 template <int kOrder>
 void check_order(const GridCase& c) {
@@ -33,7 +34,8 @@ void check_order(const GridCase& c) {
   grid.inv_h = static_cast<float>(c.grid_size / (static_cast<double>(c.grid_max) - c.grid_min));
   grid.grid_size = c.grid_size;
   grid.order = kOrder;
-  const ref::KanSpec spec{{1, 1}, static_cast<std::size_t>(c.grid_size), kOrder, c.grid_min, c.grid_max};
+  const ref::KanSpec spec{
+      {1, 1}, static_cast<std::size_t>(c.grid_size), kOrder, c.grid_min, c.grid_max};
   const std::vector<double> knots = ref::kan_knots(spec);
   const int nb = c.grid_size + kOrder;
   const double h = (static_cast<double>(c.grid_max) - c.grid_min) / c.grid_size;
@@ -58,9 +60,11 @@ void check_order(const GridCase& c) {
       worst_derivative = std::max(worst_derivative, std::fabs(got_d[m] - want_d[m]) * h);
     }
   }
-  std::printf("    G %2d, k %d on [%g, %g]: max |B - ref| %.2e (%5.1f%%), max h |B' - ref| %.2e (%5.1f%%)\n",
-              c.grid_size, kOrder, c.grid_min, c.grid_max, worst_value,
-              100.0 * worst_value / 4e-6, worst_derivative, 100.0 * worst_derivative / 4e-6);
+  std::printf(
+      "    G %2d, k %d on [%g, %g]: max |B - ref| %.2e (%5.1f%%), max h |B' - ref| %.2e "
+      "(%5.1f%%)\n",
+      c.grid_size, kOrder, c.grid_min, c.grid_max, worst_value, 100.0 * worst_value / 4e-6,
+      worst_derivative, 100.0 * worst_derivative / 4e-6);
   EXPECT_LE(worst_value, 4e-6);
   EXPECT_LE(worst_derivative, 4e-6);
 }
@@ -83,9 +87,10 @@ TEST(KanBases, SiluAndItsDerivativeMatchDouble) {
     worst = std::max(worst, std::fabs(kan::silu(u) - want) / std::max(1e-30, std::fabs(want)));
     worst_d = std::max(worst_d, std::fabs(kan::silu_derivative(u) - want_d));
   }
-  std::printf("    silu: max relative error %.2e (%5.1f%% of 1e-6); silu': max error %.2e "
-              "(%5.1f%% of 1e-6)\n",
-              worst, 100.0 * worst / 1e-6, worst_d, 100.0 * worst_d / 1e-6);
+  std::printf(
+      "    silu: max relative error %.2e (%5.1f%% of 1e-6); silu': max error %.2e "
+      "(%5.1f%% of 1e-6)\n",
+      worst, 100.0 * worst / 1e-6, worst_d, 100.0 * worst_d / 1e-6);
   EXPECT_LE(worst, 1e-6);
   EXPECT_LE(worst_d, 1e-6);  // absolute: silu' has a zero near u = -1.28 (|silu'| <= 1.1)
 }

@@ -15,9 +15,8 @@
 // model's scratch is NaN from construction; the grads, which the backward ADDS into by contract,
 // are pre-filled with random values of the reference gradient's size (a skipped element or an
 // overwrite shows), and the expectation is prefill + reference.
-#include <gtest/gtest.h>
-
 #include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
@@ -90,8 +89,8 @@ void expect_close(const std::vector<float>& got, const std::vector<double>& want
   for (std::size_t i = 0; i < got.size(); ++i) {
     const double allowed = atol + kRtol * std::fabs(want[i]);
     const double error = std::fabs(static_cast<double>(got[i]) - want[i]);
-    ASSERT_TRUE(error <= allowed) << what << "[" << i << "]: gpu " << got[i] << ", ref "
-                                  << want[i] << ", error " << error << " > " << allowed;
+    ASSERT_TRUE(error <= allowed) << what << "[" << i << "]: gpu " << got[i] << ", ref " << want[i]
+                                  << ", error " << error << " > " << allowed;
     worst_error = std::max(worst_error, error);
     if (allowed > 0.0) worst = std::max(worst, error / allowed);
   }
@@ -111,8 +110,7 @@ struct DeviceMse {
       : n(n), loss(1), partials(kernels::mse_loss_fused_partials_count(n)), counter(1) {
     counter.upload(std::vector<unsigned int>{0u});
   }
-  void run(const float* prediction, const float* target, float* d_prediction,
-           cudaStream_t stream) {
+  void run(const float* prediction, const float* target, float* d_prediction, cudaStream_t stream) {
     kernels::launch_mse_loss_fused(loss.data(), d_prediction, partials.data(), partials.size(),
                                    counter.data(), prediction, target, n, 1.0f,
                                    nn::GradMode::Overwrite, stream);
@@ -169,13 +167,14 @@ TEST_P(KanGradients, ForwardLossAndEveryParameterGradientMatchTheReference) {
   // The reference: forward, MSE, dLoss/dprediction, backward.
   const reference::KanSpec spec = spec_of(model);
   const std::vector<double> params = flat(model, nn::SlabPart::Params, stream);
-  const std::vector<double> ref_prediction = reference::kan_forward(spec, c.batch, params, to_double(x));
+  const std::vector<double> ref_prediction =
+      reference::kan_forward(spec, c.batch, params, to_double(x));
   const double ref_loss = reference::mse_loss(ref_prediction, to_double(target));
   std::vector<double> ref_dprediction(n), ref_dparams(params.size());
   reference::mse_loss_backward(ref_prediction, to_double(target), 1.0, ref_dprediction,
                                reference::GradMode::Overwrite);
-  reference::kan_backward(spec, c.batch, params, to_double(x), ref_dprediction,
-                          {{}, ref_dparams}, reference::GradMode::Overwrite);
+  reference::kan_backward(spec, c.batch, params, to_double(x), ref_dprediction, {{}, ref_dparams},
+                          reference::GradMode::Overwrite);
 
   // Grads pre-filled with random values of each tensor's gradient size.
   const auto offsets = reference::kan_parameter_offsets(spec);
@@ -189,8 +188,8 @@ TEST_P(KanGradients, ForwardLossAndEveryParameterGradientMatchTheReference) {
         const std::size_t at = t == KanTensor::BaseWeight     ? offsets[l].base_weight
                                : t == KanTensor::SplineWeight ? offsets[l].spline_weight
                                                               : offsets[l].spline_scaler;
-        const double scale = std::max(1e-6, max_abs({ref_dparams.begin() + at,
-                                                       ref_dparams.begin() + at + st.size}));
+        const double scale =
+            std::max(1e-6, max_abs({ref_dparams.begin() + at, ref_dparams.begin() + at + st.size}));
         const std::vector<float> values = random_floats(st.size, -scale, scale, rng);
         std::copy(values.begin(), values.end(), prefill_slab.begin() + st.offset);
         std::copy(values.begin(), values.end(), prefill.begin() + at);
@@ -234,13 +233,15 @@ TEST_P(KanGradients, ForwardLossAndEveryParameterGradientMatchTheReference) {
 
 INSTANTIATE_TEST_SUITE_P(
     Configs, KanGradients,
-    ::testing::Values(
-        GradientCase{"tiny", 3, 2, 2, 3, 3, {4, 3}},
-        GradientCase{"tiny_batch1", 3, 2, 2, 1, 4, {4, 3}},
-        GradientCase{"split_batch37", 16, 16, 3, 37, 40, {8, 5}, 5, 3, -1.0, 1.0, true},
-        GradientCase{"grid7_order2_batch33", 4, 3, 2, 33, 33, {7}, 7, 2, -2.0, 1.5},
-        GradientCase{"order5_batch5", 2, 5, 1, 5, 8, {6, 4}, 3, 5, -1.0, 1.0}),
-    [](const ::testing::TestParamInfo<GradientCase>& info) { return std::string(info.param.name); });
+    ::testing::Values(GradientCase{"tiny", 3, 2, 2, 3, 3, {4, 3}},
+                      GradientCase{"tiny_batch1", 3, 2, 2, 1, 4, {4, 3}},
+                      GradientCase{
+                          "split_batch37", 16, 16, 3, 37, 40, {8, 5}, 5, 3, -1.0, 1.0, true},
+                      GradientCase{"grid7_order2_batch33", 4, 3, 2, 33, 33, {7}, 7, 2, -2.0, 1.5},
+                      GradientCase{"order5_batch5", 2, 5, 1, 5, 8, {6, 4}, 3, 5, -1.0, 1.0}),
+    [](const ::testing::TestParamInfo<GradientCase>& info) {
+      return std::string(info.param.name);
+    });
 
 // One train step as the trainer runs it: zero grads, forward, MSE, backward, clip + AdamW.
 struct StepRig {
@@ -321,11 +322,13 @@ TEST(KanTrainStep, GraphReplayEqualsEagerBitForBit) {
   }
   EXPECT_TRUE(test::same_bits(eager.mse.loss.download(), graphed.mse.loss.download(), "loss"));
   EXPECT_EQ(graphed.model.slab().read_step(graph_context.stream()), 3u);
-  const std::vector<float> initial = StepRig(shape, batch, x, target).model.slab().download(
-      nn::SlabPart::Params, graph_context.stream());
-  EXPECT_NE(std::memcmp(initial.data(),
-                        graphed.model.slab().download(nn::SlabPart::Params, graph_context.stream()).data(),
-                        initial.size() * sizeof(float)),
+  const std::vector<float> initial = StepRig(shape, batch, x, target)
+                                         .model.slab()
+                                         .download(nn::SlabPart::Params, graph_context.stream());
+  EXPECT_NE(std::memcmp(
+                initial.data(),
+                graphed.model.slab().download(nn::SlabPart::Params, graph_context.stream()).data(),
+                initial.size() * sizeof(float)),
             0)
       << "three steps must move the parameters";
 }
@@ -384,8 +387,8 @@ TEST(KanTrainStep, BenchmarkShapeStepGivesAFiniteLoss) {
   RESIDENT_CUDA_CHECK(cudaEventSynchronize(stop));
   float ms = 0.0f;
   RESIDENT_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-  std::printf("    graph-replayed train step: %.3f ms (mean of %d; target 0.4 ms)\n",
-              ms / kReplays, kReplays);
+  std::printf("    graph-replayed train step: %.3f ms (mean of %d; target 0.4 ms)\n", ms / kReplays,
+              kReplays);
   (void)cudaEventDestroy(start);
   (void)cudaEventDestroy(stop);
   (void)cudaGraphExecDestroy(exec);

@@ -4,6 +4,8 @@
 // algorithm of the GPU kernels, kernels/models/kan/kan_bases.cuh) against the reference's
 // Cox-de Boor recursion, the initial spline fit, the K-split rule, and KanConfig validation
 // errors that name the field. Negative controls show the gradient check rejects a wrong backward.
+#include "tests/reference/kan_reference.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -18,7 +20,6 @@
 #include "lib/models/kan/kan_config.h"
 #include "lib/models/kan/kan_init.h"
 #include "tests/reference/finite_difference.h"
-#include "tests/reference/kan_reference.h"
 
 namespace {
 
@@ -221,8 +222,9 @@ TEST(KanConfig, KSplitRule) {
   EXPECT_EQ(resident::models::kan_k_splits(config, 2048 * 9, false), 1u);
   EXPECT_EQ(resident::models::kan_k_splits(config, 64 * 9, true), 1u);
   EXPECT_EQ(resident::models::kan_k_splits(config, 256 * 9, true), 4u);
-  EXPECT_EQ(resident::models::describe_kan(config, ModelShape{}),
-            "kan [2048 -> 64 -> 32 -> 1], grid 5, order 3 on [-1, 1], tanh squash, K splits 32/1/1");
+  EXPECT_EQ(
+      resident::models::describe_kan(config, ModelShape{}),
+      "kan [2048 -> 64 -> 32 -> 1], grid 5, order 3 on [-1, 1], tanh squash, K splits 32/1/1");
 }
 
 // The message of the Error that validate_kan_config throws, or "" when it accepts.
