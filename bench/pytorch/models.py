@@ -1,0 +1,241 @@
+"""Plain PyTorch versions of resident's supervised models (shared/MODELS.md), for the
+side-by-side rows of bench/pytorch/supervised_models.py: the same algebra and configuration as
+the resident models, written the way a PyTorch user would write them (no custom kernels).
+
+Every model maps a batch x [batch, window, features] (time-major windows, as
+lib/models/supervised_model.h) to predictions [batch, outputs], and is built on the CPU from a
+seed (torch.manual_seed) before it is moved to a device. To add a model: write one subclass of
+SupervisedModel with a ``name`` and the constructor signature (window, features, outputs,
+**config), and add it to MODELS at the end of this file.
+"""
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class SupervisedModel(nn.Module):
+    """The interface of the models in MODELS: ``forward(x [B, L, F]) -> [B, outputs]``."""
+
+    name = ""
+
+    def describe(self) -> str:
+        """A one-line description of the configuration, for the rows' labels."""
+        raise NotImplementedError
+
+    def parameter_count(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+    def decays(self, name: str, parameter: nn.Parameter) -> bool:
+        """Whether AdamW's weight decay applies to a parameter: the weight matrices (>= 2-D),
+        as resident's slabs declare them; a model overrides this for exceptions."""
+        return parameter.dim() >= 2
+
+
+# --------------------------------------------------------------------------------------------
+# KAN (MODELS.md section 4): efficient-kan's KANLinear, tanh squashing in front of every layer.
+
+
+class KanLinear(nn.Module):
+    """efficient-kan's KANLinear: y = SiLU(x) W_b^T + flat(B(x)) (W_s * s[..., None])^T, with
+    B(x) the G + k B-spline bases of order k on a uniform grid of G intervals over
+    ``grid_range``, extended by k knots on each side (knots t_m = lo + (m - k) h)."""
+
+    def __init__(self, in_features: int, out_features: int, grid_size: int = 5,
+                 spline_order: int = 3, grid_range: tuple[float, float] = (-1.0, 1.0),
+                 scale_noise: float = 0.1, scale_base: float = 1.0, scale_spline: float = 1.0):
+        super().__init__()
+        self.in_features, self.out_features = in_features, out_features
+        self.grid_size, self.spline_order = grid_size, spline_order
+        step = (grid_range[1] - grid_range[0]) / grid_size
+        knots = torch.arange(-spline_order, grid_size + spline_order + 1) * step + grid_range[0]
+        self.register_buffer("grid", knots.expand(in_features, -1).contiguous())
+        self.base_weight = nn.Parameter(torch.empty(out_features, in_features))
+        self.spline_weight = nn.Parameter(
+            torch.empty(out_features, in_features, grid_size + spline_order))
+        self.spline_scaler = nn.Parameter(torch.empty(out_features, in_features))
+        # efficient-kan's reset_parameters (enable_standalone_scale_spline=True).
+        nn.init.kaiming_uniform_(self.base_weight, a=math.sqrt(5) * scale_base)
+        with torch.no_grad():
+            noise = (torch.rand(grid_size + 1, in_features, out_features) - 0.5) \
+                * scale_noise / grid_size
+            self.spline_weight.copy_(self._curve_to_coefficients(
+                self.grid.T[spline_order:-spline_order], noise))
+        nn.init.kaiming_uniform_(self.spline_scaler, a=math.sqrt(5) * scale_spline)
+
+    def b_splines(self, x: torch.Tensor) -> torch.Tensor:
+        """The bases B(x) [N, in, G + k] of x [N, in] (Cox-de Boor, as efficient-kan). Zero
+        outside the extended knot range."""
+        grid = self.grid
+        x = x.unsqueeze(-1)
+        bases = ((x >= grid[:, :-1]) & (x < grid[:, 1:])).to(x.dtype)
+        for k in range(1, self.spline_order + 1):
+            bases = ((x - grid[:, :-(k + 1)]) / (grid[:, k:-1] - grid[:, :-(k + 1)])
+                     * bases[:, :, :-1]) \
+                + ((grid[:, k + 1:] - x) / (grid[:, k + 1:] - grid[:, 1:(-k)]) * bases[:, :, 1:])
+        return bases.contiguous()
+
+    def _curve_to_coefficients(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """efficient-kan's curve2coeff: least-squares spline coefficients [out, in, G + k]
+        through the points (x [m, in], y [m, in, out])."""
+        design = self.b_splines(x).transpose(0, 1)
+        solution = torch.linalg.lstsq(design, y.transpose(0, 1)).solution
+        return solution.permute(2, 0, 1).contiguous()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        base = F.linear(F.silu(x), self.base_weight)
+        scaled = self.spline_weight * self.spline_scaler.unsqueeze(-1)
+        spline = F.linear(self.b_splines(x).view(x.size(0), -1),
+                          scaled.view(self.out_features, -1))
+        return base + spline
+
+
+class Kan(SupervisedModel):
+    """[L*F -> hidden... -> outputs] of KanLinear layers on the flattened window; each layer's
+    input is squashed by tanh into the grid's range (the spline branch is 0 outside it)."""
+
+    name = "kan"
+
+    def __init__(self, window: int, features: int, outputs: int,
+                 hidden: tuple[int, ...] = (64, 32), grid_size: int = 5, spline_order: int = 3):
+        super().__init__()
+        self.widths = [window * features, *hidden, outputs]
+        self.grid_size, self.spline_order = grid_size, spline_order
+        self.layers = nn.ModuleList(KanLinear(a, b, grid_size, spline_order)
+                                    for a, b in zip(self.widths, self.widths[1:]))
+
+    def decays(self, name: str, parameter: nn.Parameter) -> bool:
+        """The spline scalers are left out, as resident's KAN does."""
+        return parameter.dim() >= 2 and not name.endswith("spline_scaler")
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = x.reshape(x.size(0), -1)
+        for layer in self.layers:
+            h = layer(torch.tanh(h))
+        return h
+
+    def describe(self) -> str:
+        widths = " -> ".join(map(str, self.widths))
+        return (f"kan [{widths}], grid {self.grid_size}, order {self.spline_order} on [-1, 1], "
+                f"tanh squash, {self.parameter_count()} parameters")
+
+
+# --------------------------------------------------------------------------------------------
+# Mamba2 (MODELS.md section 1): Mamba2Simple's mixer with the single-chunk SSD in its quadratic
+# form, pre-norm residual blocks.
+
+
+def segment_sums(a: torch.Tensor, strict: torch.Tensor, causal: torch.Tensor) -> torch.Tensor:
+    """ssd_minimal's stable segsum: out[..., t, s] = a[s+1] + ... + a[t] for s <= t (a cumsum
+    of masked a, not a difference of cumsums), -inf for s > t. a [..., T]; ``strict`` and
+    ``causal`` are the [T, T] lower-triangular masks without and with the diagonal."""
+    length = a.size(-1)
+    repeated = a.unsqueeze(-1).expand(*a.shape, length).masked_fill(~strict, 0.0)
+    return torch.cumsum(repeated, dim=-2).masked_fill(~causal, -torch.inf)
+
+
+def ssd_single_chunk(x: torch.Tensor, dt: torch.Tensor, a: torch.Tensor, b: torch.Tensor,
+                     c: torch.Tensor, d: torch.Tensor, strict: torch.Tensor,
+                     causal: torch.Tensor) -> torch.Tensor:
+    """Y = ((C B^T) o Lambda) (dt o X) + D X per (batch, head), one chunk of the whole window.
+
+    x [B, L, H, P], dt [B, L, H] (after softplus), a [H] (negative), b and c [B, L, N] (one
+    group, shared by the heads), d [H]; returns y [B, L, H, P]. Lambda[t, s] =
+    exp(cs_t - cs_s) for s <= t, with cs the cumsum of dt * a over time; 0 above the diagonal.
+    """
+    decay = torch.exp(segment_sums((dt * a).transpose(1, 2), strict, causal))  # [B, H, L, L]
+    scores = torch.einsum("btn,bsn->bts", c, b)                                 # [B, L, L]
+    mixing = scores.unsqueeze(1) * decay
+    y = torch.einsum("bhts,bshp->bthp", mixing, x * dt.unsqueeze(-1))
+    return y + x * d.unsqueeze(-1)
+
+
+def gated_rms_norm(y: torch.Tensor, z: torch.Tensor, weight: torch.Tensor,
+                   eps: float) -> torch.Tensor:
+    """layernorm_gated.rms_norm_ref with norm_before_gate=False, one group: the gate first,
+    then the RMS norm over the last axis, then the weight."""
+    gated = y * F.silu(z)
+    return gated * torch.rsqrt(gated.pow(2).mean(-1, keepdim=True) + eps) * weight
+
+
+class Mamba2Mixer(nn.Module):
+    """Mamba2Simple's mixer (ngroups 1, no dt_limit, bias-free projections, conv bias)."""
+
+    def __init__(self, d_model: int, window: int, d_state: int = 32, d_conv: int = 4,
+                 expand: int = 2, headdim: int = 32, dt_min: float = 1e-3, dt_max: float = 0.1,
+                 dt_init_floor: float = 1e-4, eps: float = 1e-5):
+        super().__init__()
+        self.d_inner = expand * d_model
+        if self.d_inner % headdim:
+            raise ValueError(f"expand * d_model = {self.d_inner} is not a multiple of "
+                             f"headdim {headdim}")
+        self.d_state, self.headdim, self.eps = d_state, headdim, eps
+        self.nheads = self.d_inner // headdim
+        conv_dim = self.d_inner + 2 * d_state
+        self.in_proj = nn.Linear(d_model, self.d_inner + conv_dim + self.nheads, bias=False)
+        self.conv1d = nn.Conv1d(conv_dim, conv_dim, d_conv, groups=conv_dim, padding=d_conv - 1)
+        dt = torch.exp(torch.rand(self.nheads) * (math.log(dt_max) - math.log(dt_min))
+                       + math.log(dt_min)).clamp(min=dt_init_floor)
+        self.dt_bias = nn.Parameter(dt + torch.log(-torch.expm1(-dt)))  # inverse softplus
+        self.A_log = nn.Parameter(torch.log(torch.empty(self.nheads).uniform_(1, 16)))
+        self.D = nn.Parameter(torch.ones(self.nheads))
+        self.norm_weight = nn.Parameter(torch.ones(self.d_inner))
+        self.out_proj = nn.Linear(self.d_inner, d_model, bias=False)
+        ones = torch.ones(window, window, dtype=torch.bool)
+        self.register_buffer("strict", torch.tril(ones, diagonal=-1), persistent=False)
+        self.register_buffer("causal", torch.tril(ones), persistent=False)
+
+    def forward(self, u: torch.Tensor) -> torch.Tensor:
+        batch, length, _ = u.shape
+        z, xbc, dt = torch.split(self.in_proj(u),
+                                 [self.d_inner, self.d_inner + 2 * self.d_state, self.nheads],
+                                 dim=-1)
+        xbc = F.silu(self.conv1d(xbc.transpose(1, 2))[..., :length].transpose(1, 2))
+        x, b, c = torch.split(xbc, [self.d_inner, self.d_state, self.d_state], dim=-1)
+        dt = F.softplus(dt + self.dt_bias)
+        y = ssd_single_chunk(x.reshape(batch, length, self.nheads, self.headdim), dt,
+                             -torch.exp(self.A_log), b, c, self.D, self.strict, self.causal)
+        y = gated_rms_norm(y.reshape(batch, length, self.d_inner), z, self.norm_weight, self.eps)
+        return self.out_proj(y)
+
+
+class Mamba2(SupervisedModel):
+    """Linear F -> D, n_layers pre-norm residual blocks h + Mixer(RMSNorm(h)), a final
+    RMSNorm, and a Linear head on the last time step."""
+
+    name = "mamba2"
+
+    def __init__(self, window: int, features: int, outputs: int, d_model: int = 64,
+                 n_layers: int = 2, expand: int = 2, headdim: int = 32, d_state: int = 32,
+                 d_conv: int = 4, eps: float = 1e-5):
+        super().__init__()
+        self.config = dict(d_model=d_model, n_layers=n_layers, expand=expand, headdim=headdim,
+                           d_state=d_state, d_conv=d_conv)
+        self.embed = nn.Linear(features, d_model)
+        self.norms = nn.ModuleList(nn.RMSNorm(d_model, eps=eps) for _ in range(n_layers))
+        self.mixers = nn.ModuleList(
+            Mamba2Mixer(d_model, window, d_state, d_conv, expand, headdim, eps=eps)
+            for _ in range(n_layers))
+        self.norm_f = nn.RMSNorm(d_model, eps=eps)
+        self.head = nn.Linear(d_model, outputs)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.embed(x)
+        for norm, mixer in zip(self.norms, self.mixers):
+            h = h + mixer(norm(h))
+        return self.head(self.norm_f(h[:, -1]))
+
+    def describe(self) -> str:
+        c = self.config
+        return (f"mamba2 D {c['d_model']}, {c['n_layers']} layers, expand {c['expand']}, "
+                f"headdim {c['headdim']}, d_state {c['d_state']}, d_conv {c['d_conv']}, "
+                f"single-chunk SSD, {self.parameter_count()} parameters")
+
+
+MODELS: dict[str, type[SupervisedModel]] = {
+    Kan.name: Kan,
+    Mamba2.name: Mamba2,
+}
+"""The registry: name (as resident's model registry spells it) -> model class."""
