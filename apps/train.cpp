@@ -1,20 +1,31 @@
-// resident-train: trains one agent on the GPU and prints its progress, e.g.
+// resident-train: trains one agent or one supervised time-series model on the GPU and prints
+// its progress, e.g.
 //   resident-train dqn-cartpole --seed 3 --lr 2.5e-4
 //   resident-train ppo-cartpole --seed 1 --env-steps 1000000
-// Stops when the mean return of the last 100 episodes reaches --target (default 475), or when
-// --env-steps are spent. Exit status: 0 when the target was reached, 3 when not, 2 on bad usage,
-// 1 on an error (the trainer's message, naming the value and its allowed range).
+//   resident-train kan --synthetic --epochs 20
+//   resident-train mamba2 --csv prices.csv --target-columns close --checkpoint ckpt --resume
+// RL tasks stop when the mean return of the last 100 episodes reaches --target (default 475), or
+// when --env-steps are spent. A model trains until --epochs or early stopping (--patience), then
+// keeps its best validation epoch's parameters. Exit status: 0 when the target was reached (RL)
+// or training finished (models), 3 when an RL target was not reached, 2 on bad usage, 1 on an
+// error (the trainer's message, naming the value and its allowed range).
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <deque>
 #include <exception>
+#include <filesystem>
+#include <set>
 #include <map>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "lib/data/series_dataset.h"
+#include "lib/models/model_registry.h"
+#include "lib/models/supervised_trainer.h"
 #include "lib/rl/dqn/dqn_trainer.h"
 #include "lib/rl/ppo/cartpole_vector_env.h"
 #include "lib/rl/ppo/ppo_trainer.h"
@@ -22,6 +33,7 @@
 namespace {
 
 constexpr const char* kUsage = R"(usage: resident-train TASK [options]
+       resident-train MODEL (--synthetic | --csv FILE --target-columns A,B) [options]
 
 TASK
   dqn-cartpole    double DQN with GPU prioritized replay on CartPole-v1 (16 envs)
@@ -43,6 +55,40 @@ options (defaults are the task's tested learning config)
   --replay N         replay capacity (transitions)
   -h, --help         this text
 )";
+
+constexpr const char* kModelUsage = R"(
+MODEL options (a supervised time-series model from the registry, at its small config)
+  --synthetic              the seeded synthetic series (AR(2) + season + regimes, 6 columns)
+  --steps N                synthetic rows (default 20000)
+  --csv FILE               a CSV file (header line, comma-separated, a positive price column)
+  --target-columns A,B     CSV columns to predict (required with --csv)
+  --feature-columns C,D    CSV input columns (default: every column but the date)
+  --price-column NAME      the loader's price column (default close)
+  --date-column NAME       a text column never parsed (default date)
+  --epochs N               at most N epochs (default 20)
+  --patience N             stop after N epochs without a better validation loss (default 5)
+  --batch N                windows per step (default 64)
+  --window N               rows per window (default 64)
+  --horizon N              future rows predicted (default 1)
+  --validation-fraction X  share of the rows for validation, after the training rows (default 0.2)
+  --seed N                 model init and shuffle seed (default 1)
+  --lr X                   AdamW learning rate (default 1e-3)
+  --checkpoint DIR         save DIR/trainer.ckpt after every epoch
+  --resume                 continue from DIR/trainer.ckpt (needs --checkpoint)
+  --host-fed               the host-fed pipeline (batches assembled on the host, per-step loss
+                           readback) instead of the resident one
+)";
+
+std::string joined(const std::vector<std::string>& names) {
+  std::string out;
+  for (const std::string& name : names) out += (out.empty() ? "" : ", ") + name;
+  return out.empty() ? "(none registered)" : out;
+}
+
+std::string usage_text() {
+  return std::string(kUsage) + kModelUsage + "\nMODEL is one of: " +
+         joined(resident::models::supervised_model_names()) + "\n";
+}
 
 struct Usage {
   std::string message;
@@ -175,6 +221,112 @@ int train_ppo(const Options& o, double target) {
   return 3;
 }
 
+
+std::vector<std::string> names(const std::string& flag, const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream in(text);
+  std::string part;
+  while (std::getline(in, part, ','))
+    if (!part.empty()) out.push_back(part);
+  if (out.empty()) throw Usage{flag + " = '" + text + "': expected column names like a,b"};
+  return out;
+}
+
+// A supervised model on a synthetic or CSV series: progress per epoch, the best epoch kept.
+int train_model(const std::string& model, const std::vector<std::string>& args) {
+  using namespace resident;
+  using namespace resident::models;
+  static const std::set<std::string> kFlags = {"--synthetic", "--resume", "--host-fed"};
+  Options o;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a.rfind("--", 0) != 0) throw Usage{"expected an option, got '" + a + "'"};
+    if (kFlags.count(a) != 0) {
+      o[a] = "";
+      continue;
+    }
+    if (i + 1 >= args.size()) throw Usage{a + " needs a value"};
+    o[a] = args[++i];
+  }
+  SupervisedTrainerConfig c;
+  c.seed = 1;
+  data::SyntheticSeriesConfig synthetic;
+  data::CsvSeriesOptions csv;
+  std::filesystem::path checkpoint_dir;
+  for (const auto& [flag, value] : o) {
+    if (flag == "--synthetic" || flag == "--resume" || flag == "--host-fed" || flag == "--csv") {
+      // handled below
+    } else if (flag == "--steps") synthetic.steps = count(flag, value);
+    else if (flag == "--target-columns") csv.target_columns = names(flag, value);
+    else if (flag == "--feature-columns") csv.feature_columns = names(flag, value);
+    else if (flag == "--price-column") csv.price_column = value;
+    else if (flag == "--date-column") csv.date_column = value;
+    else if (flag == "--epochs") c.epochs = count(flag, value);
+    else if (flag == "--patience") c.patience = count(flag, value);
+    else if (flag == "--batch") c.batch = count(flag, value);
+    else if (flag == "--window") c.window = count(flag, value);
+    else if (flag == "--horizon") c.horizon = count(flag, value);
+    else if (flag == "--validation-fraction") c.validation_fraction = number(flag, value);
+    else if (flag == "--seed") c.seed = count(flag, value);
+    else if (flag == "--lr") c.adamw.lr = number(flag, value);
+    else if (flag == "--checkpoint") checkpoint_dir = value;
+    else throw Usage{"unknown option " + flag + " for model " + model};
+  }
+  const bool use_csv = o.count("--csv") != 0, use_synthetic = o.count("--synthetic") != 0;
+  if (use_csv == use_synthetic) throw Usage{"give exactly one of --synthetic and --csv FILE"};
+  if (use_csv && csv.target_columns.empty()) throw Usage{"--csv needs --target-columns"};
+  if (!use_csv && (o.count("--target-columns") || o.count("--feature-columns") ||
+                   o.count("--price-column") || o.count("--date-column")))
+    throw Usage{"--target-columns, --feature-columns, --price-column and --date-column need --csv"};
+  if (use_csv && o.count("--steps")) throw Usage{"--steps applies to --synthetic only"};
+  const bool resume = o.count("--resume") != 0;
+  if (resume && checkpoint_dir.empty()) throw Usage{"--resume needs --checkpoint DIR"};
+  if (o.count("--host-fed")) c.pipeline = TrainerPipeline::HostFed;
+  validate(c);  // a value out of range: exit 1 with the field, its value and the allowed range
+
+  synthetic.seed = c.seed;
+  data::HostSeries series;
+  if (use_csv) {
+    csv.path = o.at("--csv");
+    series = data::load_csv_series(csv);
+  } else {
+    series = data::make_synthetic_series(synthetic);
+  }
+  // The split's errors (a window longer than the series, no validation window) before the GPU.
+  (void)data::split_series(series.steps, c.window, c.horizon, c.validation_fraction);
+  const std::filesystem::path checkpoint = checkpoint_dir / "trainer.ckpt";
+  if (resume && !std::filesystem::exists(checkpoint))
+    throw resident::Error("resident-train", "no checkpoint",
+                          "--resume: " + checkpoint.string() + " does not exist", __FILE__,
+                          __LINE__);
+  if (!checkpoint_dir.empty()) std::filesystem::create_directories(checkpoint_dir);
+
+  Stream setup_stream;
+  const data::SeriesDataset dataset(std::move(series), window_spec(c), setup_stream.get());
+  std::printf("%s: %s\n", model.c_str(), dataset.describe().c_str());
+  const std::unique_ptr<SupervisedTrainer> trainer = make_supervised_trainer(model, c, dataset);
+  std::printf("%s: %s, %s pipeline, %zu steps of %zu per epoch\n", model.c_str(),
+              trainer->model().describe().c_str(), pipeline_name(c.pipeline),
+              trainer->steps_per_epoch(), c.batch);
+  if (resume) {
+    trainer->load_checkpoint(checkpoint);
+    std::printf("%s: resumed from %s after epoch %zu\n", model.c_str(), checkpoint.c_str(),
+                trainer->epochs_done());
+  }
+  while (!trainer->stopped() && trainer->epochs_done() < c.epochs) {
+    const EpochResult r = trainer->train_epoch();
+    std::printf("%s epoch %zu: train loss %.6f, validation loss %.6f%s, %.0f windows/s, %.2f s\n",
+                model.c_str(), r.epoch, r.train_loss, r.validation_loss,
+                r.improved ? " (best)" : "", r.windows_per_second, r.seconds);
+    std::fflush(stdout);
+    if (!checkpoint_dir.empty()) trainer->save_checkpoint(checkpoint);
+  }
+  trainer->restore_best();
+  std::printf("%s: %s after epoch %zu; best validation loss %.6f at epoch %zu (parameters kept)\n",
+              model.c_str(), trainer->stopped() ? "early stop" : "done", trainer->epochs_done(),
+              trainer->best_validation_loss(), trainer->best_epoch());
+  return 0;
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -182,11 +334,18 @@ int main(int argc, char** argv) {
     std::vector<std::string> args(argv + 1, argv + argc);
     for (const std::string& a : args)
       if (a == "-h" || a == "--help") {
-        std::fputs(kUsage, stdout);
+        std::fputs(usage_text().c_str(), stdout);
         return 0;
       }
     if (args.empty()) throw Usage{"missing TASK"};
     const std::string task = args[0];
+    if (task != "dqn-cartpole" && task != "ppo-cartpole") {
+      const std::vector<std::string> models = resident::models::supervised_model_names();
+      if (std::find(models.begin(), models.end(), task) == models.end())
+        throw Usage{"unknown TASK '" + task + "'; tasks: dqn-cartpole, ppo-cartpole; models: " +
+                    joined(models)};
+      return train_model(task, std::vector<std::string>(args.begin() + 1, args.end()));
+    }
     Options options;
     for (std::size_t i = 1; i < args.size(); i += 2) {
       if (args[i].rfind("--", 0) != 0) throw Usage{"expected an option, got '" + args[i] + "'"};
@@ -195,10 +354,9 @@ int main(int argc, char** argv) {
     }
     const double target = options.count("--target") ? number("--target", options["--target"]) : 475.0;
     if (task == "dqn-cartpole") return train_dqn(options, target);
-    if (task == "ppo-cartpole") return train_ppo(options, target);
-    throw Usage{"unknown TASK '" + task + "'"};
+    return train_ppo(options, target);
   } catch (const Usage& u) {
-    std::fprintf(stderr, "resident-train: %s\n%s", u.message.c_str(), kUsage);
+    std::fprintf(stderr, "resident-train: %s\n%s", u.message.c_str(), usage_text().c_str());
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "resident-train: %s\n", e.what());
