@@ -18,7 +18,8 @@ __device__ double block_sum(double value, double* shared) {
   shared[threadIdx.x] = value;
   __syncthreads();
   for (unsigned width = kThreads / 2; width > 0; width /= 2) {
-    if (threadIdx.x < width) shared[threadIdx.x] = __dadd_rn(shared[threadIdx.x], shared[threadIdx.x + width]);
+    if (threadIdx.x < width)
+      shared[threadIdx.x] = __dadd_rn(shared[threadIdx.x], shared[threadIdx.x + width]);
     __syncthreads();
   }
   const double total = shared[0];

@@ -28,10 +28,10 @@ std::array<std::uint32_t, 4> philox4x32_10(std::array<std::uint32_t, 4> c,
 // of counter block (offset / 4 in the low 64 bits, subsequence in the high 64 bits).
 std::uint32_t first_draw(std::uint64_t seed, std::uint64_t subsequence, std::uint64_t offset) {
   const std::uint64_t block = offset / 4;
-  return philox4x32_10({static_cast<std::uint32_t>(block), static_cast<std::uint32_t>(block >> 32),
-                        static_cast<std::uint32_t>(subsequence),
-                        static_cast<std::uint32_t>(subsequence >> 32)},
-                       {static_cast<std::uint32_t>(seed), static_cast<std::uint32_t>(seed >> 32)})[0];
+  return philox4x32_10(
+      {static_cast<std::uint32_t>(block), static_cast<std::uint32_t>(block >> 32),
+       static_cast<std::uint32_t>(subsequence), static_cast<std::uint32_t>(subsequence >> 32)},
+      {static_cast<std::uint32_t>(seed), static_cast<std::uint32_t>(seed >> 32)})[0];
 }
 
 }  // namespace

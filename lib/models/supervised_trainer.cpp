@@ -47,8 +47,8 @@ class PinnedArray {
  public:
   explicit PinnedArray(std::size_t count) : count_(count) {
     void* p = nullptr;
-    RESIDENT_CUDA_CHECK(cudaHostAlloc(&p, std::max<std::size_t>(count, 1) * sizeof(T),
-                                      cudaHostAllocDefault));
+    RESIDENT_CUDA_CHECK(
+        cudaHostAlloc(&p, std::max<std::size_t>(count, 1) * sizeof(T), cudaHostAllocDefault));
     data_ = static_cast<T*>(p);
   }
   ~PinnedArray() {
@@ -77,6 +77,12 @@ double validation_mean_host(const std::vector<float>& batch_losses, std::size_t 
     sum = sum + product;
   }
   return sum / static_cast<double>(validation_windows);
+}
+
+// The device address of one field of the device counters (no host dereference of the pointer).
+template <class T>
+T* field(DeviceBuffer<kd::EpochCounters>& counters, std::size_t offset) {
+  return reinterpret_cast<T*>(reinterpret_cast<std::byte*>(counters.data()) + offset);
 }
 
 // What a checkpoint must match: (field, value) pairs in a fixed order.
@@ -117,7 +123,7 @@ struct SupervisedTrainer::HostStaging {
   PinnedArray<float> x[2];
   PinnedArray<float> y[2];
   std::vector<std::size_t> starts;
-  std::vector<std::uint32_t> order;      // the host order of epoch `order_epoch`
+  std::vector<std::uint32_t> order;  // the host order of epoch `order_epoch`
   std::uint64_t order_epoch = ~std::uint64_t{0};
   std::vector<float> validation_losses;  // per validation batch, read back
 };
@@ -160,9 +166,9 @@ SupervisedTrainer::SupervisedTrainer(const SupervisedTrainerConfig& config,
                                bool at_least) {
     if (at_least ? got >= needed : got == needed) return;
     fail(kCall, "model mismatch",
-         std::string("model \"") + std::string(model_->name()) + "\" has shape()." + field +
-             " = " + std::to_string(got) + ", the dataset and config need " +
-             (at_least ? ">= " : "") + std::to_string(needed),
+         std::string("model \"") + std::string(model_->name()) + "\" has shape()." + field + " = " +
+             std::to_string(got) + ", the dataset and config need " + (at_least ? ">= " : "") +
+             std::to_string(needed),
          __LINE__);
   };
   shape_field("window", shape.window, want.window, false);
@@ -196,23 +202,23 @@ SupervisedTrainer::SupervisedTrainer(const SupervisedTrainerConfig& config,
   prediction_ = DeviceBuffer<float>(n);
   d_prediction_ = DeviceBuffer<float>(n);
   loss_ = DeviceBuffer<float>(1);
-  loss_partials_ = DeviceBuffer<float>(std::max(kernels::loss_partials_count(n),
-                                                kernels::mse_loss_fused_partials_count(n)));
+  loss_partials_ = DeviceBuffer<float>(
+      std::max(kernels::loss_partials_count(n), kernels::mse_loss_fused_partials_count(n)));
   loss_ticket_ = DeviceBuffer<unsigned int>(1);
   validation_losses_ = DeviceBuffer<float>(validation_batches_);
   permutation_ = DeviceBuffer<std::uint32_t>(train_windows_);
   keys_in_ = DeviceBuffer<std::uint32_t>(train_windows_);
   keys_out_ = DeviceBuffer<std::uint32_t>(train_windows_);
   values_in_ = DeviceBuffer<std::uint32_t>(train_windows_);
-  sort_temp_ = DeviceBuffer<std::byte>(std::max<std::size_t>(
-      kd::permutation_temp_bytes(train_windows_), 1));
+  sort_temp_ =
+      DeviceBuffer<std::byte>(std::max<std::size_t>(kd::permutation_temp_bytes(train_windows_), 1));
   counters_ = DeviceBuffer<kd::EpochCounters>(1);
   best_params_ = DeviceBuffer<float>(model_->slab().total_elements());
-  RESIDENT_CUDA_CHECK(cudaMemsetAsync(loss_ticket_.data(), 0, loss_ticket_.bytes(),
-                                      context_.stream()));
+  RESIDENT_CUDA_CHECK(
+      cudaMemsetAsync(loss_ticket_.data(), 0, loss_ticket_.bytes(), context_.stream()));
   RESIDENT_CUDA_CHECK(cudaMemsetAsync(counters_.data(), 0, counters_.bytes(), context_.stream()));
-  RESIDENT_CUDA_CHECK(cudaMemsetAsync(permutation_.data(), 0, permutation_.bytes(),
-                                      context_.stream()));
+  RESIDENT_CUDA_CHECK(
+      cudaMemsetAsync(permutation_.data(), 0, permutation_.bytes(), context_.stream()));
   RESIDENT_CUDA_CHECK(cudaMemcpyAsync(best_params_.data(), model_->slab().params(),
                                       best_params_.bytes(), cudaMemcpyDeviceToDevice,
                                       context_.stream()));
@@ -237,7 +243,7 @@ void SupervisedTrainer::enqueue_train_step() {
   slab.zero_grads(s);
   kd::WindowSelection selection;
   selection.order = permutation_.data();
-  selection.counter = &counters_.data()->steps;
+  selection.counter = field<std::uint64_t>(counters_, offsetof(kd::EpochCounters, steps));
   selection.counter_modulo = steps_per_epoch_;
   selection.first_start = 0;  // training window w starts at row w
   dataset_.gather(x_.data(), y_.data(), selection, batch_, s);
@@ -262,8 +268,8 @@ void SupervisedTrainer::enqueue_validation() {
     dataset_.gather(x_.data(), y_.data(), selection, rows, s);
     model_->forward(context_, x_.data(), rows, prediction_.data());
     kernels::launch_mse_loss(validation_losses_.data() + b, loss_partials_.data(),
-                             loss_partials_.size(), prediction_.data(), y_.data(),
-                             rows * outputs_, s);
+                             loss_partials_.size(), prediction_.data(), y_.data(), rows * outputs_,
+                             s);
   }
 }
 
@@ -272,10 +278,10 @@ void SupervisedTrainer::run_resident_epoch(double* train_loss, double* validatio
   const kd::PermutationScratch scratch{keys_in_.data(), keys_out_.data(), values_in_.data(),
                                        sort_temp_.data(), sort_temp_.size()};
   // The step counter and the loss sum start at 0 (resident_step() calls may have moved them).
-  RESIDENT_CUDA_CHECK(
-      cudaMemsetAsync(counters_.data(), 0, offsetof(kd::EpochCounters, epoch), s));
+  RESIDENT_CUDA_CHECK(cudaMemsetAsync(counters_.data(), 0, offsetof(kd::EpochCounters, epoch), s));
   kd::launch_random_permutation(permutation_.data(), scratch, train_windows_, shuffle_seed_,
-                                &counters_.data()->epoch, 1, s);
+                                field<std::uint64_t>(counters_, offsetof(kd::EpochCounters, epoch)),
+                                1, s);
   {
     const NvtxRange steps("models/train_steps");
     for (std::size_t k = 0; k < steps_per_epoch_; ++k) step_graph_.launch(s);
@@ -283,8 +289,9 @@ void SupervisedTrainer::run_resident_epoch(double* train_loss, double* validatio
   validation_graph_.launch(s);
   kd::launch_finish_epoch(counters_.data(), validation_losses_.data(), validation_batches_, batch_,
                           dataset_.split().validation_windows, s);
-  train_readback_.enqueue(&counters_.data()->train_mean, s);
-  validation_readback_.enqueue(&counters_.data()->validation_mean, s);
+  train_readback_.enqueue(field<double>(counters_, offsetof(kd::EpochCounters, train_mean)), s);
+  validation_readback_.enqueue(
+      field<double>(counters_, offsetof(kd::EpochCounters, validation_mean)), s);
   *train_loss = train_readback_.wait();
   *validation_loss = validation_readback_.wait();
 }
@@ -426,8 +433,7 @@ EpochResult SupervisedTrainer::train_epoch() {
   }
   r.stop = stopped_ || epochs_done_ >= config_.epochs;
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  r.windows_per_second =
-      r.seconds > 0.0 ? static_cast<double>(r.steps * batch_) / r.seconds : 0.0;
+  r.windows_per_second = r.seconds > 0.0 ? static_cast<double>(r.steps * batch_) / r.seconds : 0.0;
   return r;
 }
 
@@ -515,15 +521,15 @@ void SupervisedTrainer::load_checkpoint(const std::filesystem::path& path) {
   }
   f.finish();
   for (const auto& [field, value] : mine) {
-    const auto found = std::find_if(theirs.begin(), theirs.end(),
-                                    [&](const auto& p) { return p.first == field; });
+    const auto found =
+        std::find_if(theirs.begin(), theirs.end(), [&](const auto& p) { return p.first == field; });
     if (found == theirs.end())
       fail(call, "checkpoint mismatch",
            "the checkpoint's fingerprint has no field \"" + field + "\"", __LINE__);
     if (found->second != value)
       fail(call, "checkpoint mismatch",
-           field + ": the checkpoint holds \"" + found->second + "\", this trainer has \"" +
-               value + "\"",
+           field + ": the checkpoint holds \"" + found->second + "\", this trainer has \"" + value +
+               "\"",
            __LINE__);
   }
 

@@ -3,6 +3,8 @@
 // sections and section fields are named; a write that fails (file-size limit mid-write, a
 // missing directory, a directory in the way) leaves the old file byte for byte and no
 // temporary file behind.
+#include "lib/core/checkpoint_file.h"
+
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 
@@ -15,7 +17,6 @@
 #include <vector>
 
 #include "kernels/core/error.h"
-#include "lib/core/checkpoint_file.h"
 #include "tests/support/temp_dir.h"
 
 namespace {
@@ -52,7 +53,8 @@ std::vector<std::byte> read_bytes(const std::filesystem::path& path) {
 
 void write_bytes(const std::filesystem::path& path, const std::vector<std::byte>& bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  out.write(reinterpret_cast<const char*>(bytes.data()),
+            static_cast<std::streamsize>(bytes.size()));
 }
 
 // The error's name and text, or "(no throw)".
@@ -104,7 +106,8 @@ TEST(CheckpointFile, EveryTruncationIsRejected) {
   const std::vector<std::byte> full = sample_writer().serialize();
   for (std::size_t n = 0; n < full.size(); ++n) {
     const std::vector<std::byte> cut(full.begin(), full.begin() + static_cast<std::ptrdiff_t>(n));
-    const auto [name, what] = error_of([&] { CheckpointFile::parse(cut, "cut.ckpt", "test-kind"); });
+    const auto [name, what] =
+        error_of([&] { CheckpointFile::parse(cut, "cut.ckpt", "test-kind"); });
     if (n < 8) {
       ASSERT_EQ(name, "not a checkpoint") << n << " bytes: " << what;
     } else {
@@ -148,7 +151,8 @@ TEST(CheckpointFile, VersionKindAndSectionsAreNamed) {
   std::tie(name, what) = error_of([&] { CheckpointFile::read(dir / "future.ckpt", ""); });
   EXPECT_EQ(name, "unsupported checkpoint version");
   EXPECT_NE(what.find("version 2, this build reads version 1"), std::string::npos);
-  std::tie(name, what) = error_of([&] { CheckpointFile::parse(bytes_of("hello, world, text"), "t", ""); });
+  std::tie(name, what) =
+      error_of([&] { CheckpointFile::parse(bytes_of("hello, world, text"), "t", ""); });
   EXPECT_EQ(name, "not a checkpoint");
   const CheckpointFile file = CheckpointFile::parse(bytes, "f.ckpt", "test-kind");
   std::tie(name, what) = error_of([&] { file.section("slab"); });
@@ -226,7 +230,8 @@ TEST(CheckpointWriter, AFailedWriteLeavesTheOldFile) {
   EXPECT_NE(rename_what.find("rename of"), std::string::npos) << rename_what;
   EXPECT_EQ(files_in(dir.path()), 2u);
   // A missing directory: the temporary file cannot be created.
-  const auto [open_name, open_what] = error_of([&] { sample_writer().write(dir / "no/such.ckpt"); });
+  const auto [open_name, open_what] =
+      error_of([&] { sample_writer().write(dir / "no/such.ckpt"); });
   EXPECT_EQ(open_name, "I/O error");
   EXPECT_NE(open_what.find("open of"), std::string::npos) << open_what;
   // Reading a missing file or a directory.

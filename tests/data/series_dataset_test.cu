@@ -74,8 +74,8 @@ Stats reference_stats(const std::vector<float>& v, std::size_t rows, std::size_t
 }
 
 // max |got - want| / (atol + rtol |want|) over the pairs: <= 1 passes.
-double tolerance_share(const std::vector<double>& got, const std::vector<double>& want,
-                       double atol, double rtol, double* max_error) {
+double tolerance_share(const std::vector<double>& got, const std::vector<double>& want, double atol,
+                       double rtol, double* max_error) {
   double share = 0.0;
   *max_error = 0.0;
   for (std::size_t i = 0; i < got.size(); ++i) {
@@ -111,12 +111,14 @@ TEST(ColumnStats, MatchesTheDoubleReference) {
     // row count at most.
     constexpr double kAtol = 1e-10, kRtol = 1e-10;
     double mean_error = 0.0, std_error = 0.0;
-    const double mean_share = tolerance_share(mean.download(), want.mean, kAtol, kRtol, &mean_error);
+    const double mean_share =
+        tolerance_share(mean.download(), want.mean, kAtol, kRtol, &mean_error);
     const double std_share =
         tolerance_share(stddev.download(), want.stddev, kAtol, kRtol, &std_error);
-    std::printf("rows %zu of %zu, columns %zu: mean max error %.3g (%.3g of tolerance), std max "
-                "error %.3g (%.3g of tolerance)\n",
-                k.rows, k.total_rows, k.columns, mean_error, mean_share, std_error, std_share);
+    std::printf(
+        "rows %zu of %zu, columns %zu: mean max error %.3g (%.3g of tolerance), std max "
+        "error %.3g (%.3g of tolerance)\n",
+        k.rows, k.total_rows, k.columns, mean_error, mean_share, std_error, std_share);
     EXPECT_LE(mean_share, 1.0);
     EXPECT_LE(std_share, 1.0);
   }
@@ -235,7 +237,8 @@ TEST(SeriesDataset, GatherEqualsAnIndependentHostLoopExactly) {
   DeviceBuffer<std::uint64_t> counter(1);
   for (const std::size_t batch : {1u, 255u, 256u, 257u}) {
     const std::size_t batches = n / batch;
-    for (const std::uint64_t count : {std::uint64_t{0}, std::uint64_t{1}, std::uint64_t{batches + 2}}) {
+    for (const std::uint64_t count :
+         {std::uint64_t{0}, std::uint64_t{1}, std::uint64_t{batches + 2}}) {
       const std::uint64_t epoch = count % 3;
       counter.upload(std::vector<std::uint64_t>{count});
       // The epoch's permutation (draw = count / batches, as the trainer's divisor would give).

@@ -2,20 +2,21 @@
 // deterministic, has the documented shape, and its target is predictable beyond its last value;
 // the split by time never leaks (property over many configurations); invalid configurations,
 // splits and CSV columns are named in the errors.
+#include "lib/data/series_source.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <functional>
 #include <fstream>
+#include <functional>
 #include <numbers>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "kernels/core/error.h"
-#include "lib/data/series_source.h"
 #include "tests/support/temp_dir.h"
 
 namespace {
@@ -107,14 +108,17 @@ TEST(SyntheticSeries, TargetIsPredictableBeyondItsLastValue) {
   config.seed = 3;
   const HostSeries s = make_synthetic_series(config);
   const std::size_t C = s.columns, T = s.steps, P = config.season_period;
-  const auto at = [&](std::size_t t, std::size_t c) { return static_cast<double>(s.values[t * C + c]); };
+  const auto at = [&](std::size_t t, std::size_t c) {
+    return static_cast<double>(s.values[t * C + c]);
+  };
   const auto mse_of = [&](bool with_lead) {
     std::vector<std::vector<double>> rows;
     std::vector<double> y;
     for (std::size_t t = 2; t + 1 < T / 2; ++t) {
-      const double phase = 2.0 * std::numbers::pi * static_cast<double>(t % P) / static_cast<double>(P);
-      std::vector<double> row = {at(t, 0), at(t - 1, 0), at(t - 2, 0), std::sin(phase),
-                                 std::cos(phase), 1.0};
+      const double phase =
+          2.0 * std::numbers::pi * static_cast<double>(t % P) / static_cast<double>(P);
+      std::vector<double> row = {at(t, 0),        at(t - 1, 0),    at(t - 2, 0),
+                                 std::sin(phase), std::cos(phase), 1.0};
       if (with_lead) row.push_back(at(t, 1));
       rows.push_back(row);
       y.push_back(at(t + 1, 0));
@@ -123,9 +127,10 @@ TEST(SyntheticSeries, TargetIsPredictableBeyondItsLastValue) {
     double model = 0.0, last = 0.0;
     std::size_t n = 0;
     for (std::size_t t = T / 2; t + 1 < T; ++t, ++n) {
-      const double phase = 2.0 * std::numbers::pi * static_cast<double>(t % P) / static_cast<double>(P);
-      std::vector<double> row = {at(t, 0), at(t - 1, 0), at(t - 2, 0), std::sin(phase),
-                                 std::cos(phase), 1.0};
+      const double phase =
+          2.0 * std::numbers::pi * static_cast<double>(t % P) / static_cast<double>(P);
+      std::vector<double> row = {at(t, 0),        at(t - 1, 0),    at(t - 2, 0),
+                                 std::sin(phase), std::cos(phase), 1.0};
       if (with_lead) row.push_back(at(t, 1));
       double prediction = 0.0;
       for (std::size_t i = 0; i < row.size(); ++i) prediction += w[i] * row[i];
@@ -207,10 +212,11 @@ TEST(SeriesSplit, NoLeakageOverManyConfigurations) {
     ASSERT_GE(s.validation_windows, 1u) << config;
     ASSERT_EQ(s.validation_first, s.train_rows) << config;
     const std::size_t last_train_target = (s.train_windows - 1) + L + h - 1;
-    ASSERT_LT(last_train_target, s.train_rows) << config;  // inside the training range
+    ASSERT_LT(last_train_target, s.train_rows) << config;        // inside the training range
     ASSERT_LT(last_train_target, s.validation_first) << config;  // before every validation start
     ASSERT_GE(s.train_windows + L + h - 1, s.train_rows) << config;  // one more would leave it
-    const std::size_t last_validation_row = s.validation_first + s.validation_windows - 1 + L + h - 1;
+    const std::size_t last_validation_row =
+        s.validation_first + s.validation_windows - 1 + L + h - 1;
     ASSERT_EQ(last_validation_row, T - 1) << config;  // the last window ends at the last row
   }
   std::printf("%zu splits checked, %zu rejected\n", succeeded, failed);
@@ -287,8 +293,9 @@ TEST(CsvSeries, ErrorsNameFileLineAndColumn) {
   std::string name;
   std::string what = error_text([&] { load_csv_series(options); }, &name);
   EXPECT_EQ(name, "target column missing");
-  expect_contains(what, path.string() + ":2: no column named \"price\" (target_columns); "
-                                        "columns: date, close, volume");
+  expect_contains(what, path.string() +
+                            ":2: no column named \"price\" (target_columns); "
+                            "columns: date, close, volume");
   options.target_columns = {"close"};
   options.feature_columns = {"volume", "bid"};
   what = error_text([&] { load_csv_series(options); }, &name);

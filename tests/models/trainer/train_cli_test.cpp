@@ -27,7 +27,8 @@ CliRun run(const std::string& arguments) {
   if (pipe == nullptr) return r;
   std::array<char, 4096> buffer{};
   std::size_t n = 0;
-  while ((n = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0) r.output.append(buffer.data(), n);
+  while ((n = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0)
+    r.output.append(buffer.data(), n);
   const int raw = ::pclose(pipe);
   r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
   return r;
@@ -41,8 +42,9 @@ std::string any_model() {
 TEST(TrainCli, HelpListsTheModelsAndTheRlTasks) {
   const CliRun r = run("--help");
   EXPECT_EQ(r.status, 0);
-  for (const std::string& part : {std::string("dqn-cartpole"), std::string("ppo-cartpole"),
-                                  std::string("--target-columns"), std::string("MODEL is one of: ")})
+  for (const std::string& part :
+       {std::string("dqn-cartpole"), std::string("ppo-cartpole"), std::string("--target-columns"),
+        std::string("MODEL is one of: ")})
     EXPECT_NE(r.output.find(part), std::string::npos) << "missing " << part << " in\n" << r.output;
   for (const std::string& name : resident::models::supervised_model_names())
     EXPECT_NE(r.output.find(name), std::string::npos) << name;
@@ -74,7 +76,8 @@ TEST(TrainCli, BadUsageExitsTwoNamingTheProblem) {
     const CliRun r = run(c.arguments);
     EXPECT_EQ(r.status, 2) << c.arguments << "\n" << r.output;
     EXPECT_NE(r.output.find(c.message), std::string::npos)
-        << c.arguments << ": missing \"" << c.message << "\" in\n" << r.output;
+        << c.arguments << ": missing \"" << c.message << "\" in\n"
+        << r.output;
   }
   if (m.empty()) GTEST_SKIP() << "no supervised model is registered: only the generic cases ran";
 }
@@ -105,7 +108,8 @@ TEST(TrainCli, DataAndConfigErrorsExitOneNamingTheValue) {
     const CliRun r = run(c.arguments);
     EXPECT_EQ(r.status, 1) << c.arguments << "\n" << r.output;
     EXPECT_NE(r.output.find(c.message), std::string::npos)
-        << c.arguments << ": missing \"" << c.message << "\" in\n" << r.output;
+        << c.arguments << ": missing \"" << c.message << "\" in\n"
+        << r.output;
   }
 }
 
