@@ -110,7 +110,8 @@ class SupervisedTrainer {
 
   // ----- single steps, for benches (enqueue only; time them with CUDA events)
   // One resident train step: one graph replay (the batch counter wraps inside the current
-  // epoch's permutation, so any number of calls stay in range).
+  // epoch's permutation, so any number of calls stay in range; the next train_epoch() starts its
+  // counters afresh). Works in either pipeline (the graphs are captured at construction).
   void resident_step();
   // One host-fed train step on training batch `index % steps_per_epoch()` of the host order for
   // the current epoch: host assembly, upload, eager kernels and the per-step loss readback
