@@ -166,6 +166,11 @@ void launch_causal_conv1d_backward(float* du, std::size_t du_stride, float* dwei
     throw Error("launch_causal_conv1d_backward", "scratch too small",
                 std::to_string(scratch_floats) + " floats, need " + std::to_string(need),
                 __FILE__, __LINE__);
+  if (row_blocks(batch, length) > 65535)
+    throw Error("launch_causal_conv1d_backward", "too many rows",
+                "batch * length = " + std::to_string(batch * length) + ", allowed [1, " +
+                    std::to_string(65535 * kRowsPerBlock) + "]",
+                __FILE__, __LINE__);
   NvtxRange range("causal_conv1d_backward");
   const bool accumulate = mode == nn::GradMode::Accumulate;
   const auto blocks_y = static_cast<unsigned>(row_blocks(batch, length));

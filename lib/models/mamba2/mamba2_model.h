@@ -39,6 +39,7 @@ class Mamba2Model final : public SupervisedModel {
   const ModelShape& shape() const noexcept override { return shape_; }
   std::string describe() const override;
   nn::ParamSlab& slab() noexcept override { return slab_; }
+  using SupervisedModel::slab;  // the const overload
   const Mamba2Config& config() const noexcept { return config_; }
 
   void forward(const StreamContext& context, const float* x, std::size_t batch,
