@@ -13,7 +13,9 @@
 // Row-major views: a row-major A [r, c] is a column-major [c, r] matrix with leading dimension c.
 #pragma once
 
+#include <array>
 #include <cstddef>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -295,22 +297,25 @@ void backward_pass(Backend& be, const Mamba2Dims& d, const Params& p, const Buff
   }
   // embed: h0 = x We^T + be: dWe += dh^T x (dbe from layer 0's partial_dh)
   be.gemm(false, true, d.F, d.D, R, x, d.F, buf.dh, d.D, 1.0f, p.g_embed_w, d.F);
-  std::vector<km::PartialSegment> segments;
+  // Fixed storage (no allocation on the hot path): 5 segments per layer (<= 32 layers) + 4.
+  std::array<km::PartialSegment, 5 * 32 + 4> segments{};
+  std::size_t count = 0;
+  const auto push = [&](const km::PartialSegment& s) { segments[count++] = s; };
   for (int l = 0; l < d.layers; ++l) {
     const LayerParams& lp = p.layers[static_cast<std::size_t>(l)];
     const LayerBuffers& lb = buf.layers[static_cast<std::size_t>(l)];
     const int bh = batch * d.H;
-    segments.push_back({lb.part_norm, lp.g_norm_w, nb, d.D});
-    segments.push_back({lb.part_gnorm, lp.g_gnorm_w, nb, d.di});
-    segments.push_back({lb.part_ssd, lp.g_A_log, batch, d.H});
-    segments.push_back({lb.part_ssd + bh, lp.g_D, batch, d.H});
-    segments.push_back({lb.part_ssd + 2 * bh, lp.g_dt_bias, batch, d.H});
+    push({lb.part_norm, lp.g_norm_w, nb, d.D});
+    push({lb.part_gnorm, lp.g_gnorm_w, nb, d.di});
+    push({lb.part_ssd, lp.g_A_log, batch, d.H});
+    push({lb.part_ssd + bh, lp.g_D, batch, d.H});
+    push({lb.part_ssd + 2 * bh, lp.g_dt_bias, batch, d.H});
   }
-  segments.push_back({buf.part_norm_f, p.g_norm_f_w, batch, d.D});
-  segments.push_back({buf.part_head_w, p.g_head_w, batch, d.O * d.D});
-  segments.push_back({buf.part_head_b, p.g_head_b, batch, d.O});
-  segments.push_back({buf.part_embed_b, p.g_embed_b, nb, d.D});
-  be.partials_sum(segments);
+  push({buf.part_norm_f, p.g_norm_f_w, batch, d.D});
+  push({buf.part_head_w, p.g_head_w, batch, d.O * d.D});
+  push({buf.part_head_b, p.g_head_b, batch, d.O});
+  push({buf.part_embed_b, p.g_embed_b, nb, d.D});
+  be.partials_sum(std::span<const km::PartialSegment>(segments.data(), count));
 }
 
 }  // namespace resident::models::mamba2
