@@ -95,7 +95,7 @@ def main() -> int:
             key = row_key(model, variant)
             if skip and re.search(skip, key):
                 print(f"{PROG}: {key} skipped (RESIDENT_BENCH_SKIP)")
-                not_measured[key] = "skipped (RESIDENT_BENCH_SKIP)"
+                not_measured[key] = "left out by RESIDENT_BENCH_SKIP"
                 continue
             measured, reason = run_row(args, model, variant, rows_dir)
             if measured is None:

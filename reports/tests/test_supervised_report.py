@@ -4,6 +4,8 @@ parts that need no torch (its row names, its merge into a run, its skip without 
 import importlib.util
 import json
 import os
+import subprocess
+import sys
 
 import pytest
 from conftest import REPO, gb_document, gb_row, run_script
@@ -215,8 +217,6 @@ def test_the_script_without_torch_writes_no_rows_and_says_why(write_json, tmp_pa
     bench = write_json(gb_document(rows(STEP_GROUP, "resident", "kan", [300, 310, 320])),
                        "bench.json")
     before = load_run(bench).rows
-    import subprocess
-    import sys
     result = subprocess.run([sys.executable, str(SCRIPT), "--merge-into", str(bench)],
                             capture_output=True, text=True, timeout=60,
                             env={**os.environ, "PYTHONPATH": str(fake)})
