@@ -351,9 +351,10 @@ def measure_row(model_name: str, variant: str, args: argparse.Namespace) -> dict
                 "parameters": float(model.parameter_count()),
                 "batch": float(args.batch), "warmup_steps": float(args.warmup),
                 "warmup_s": warmup_s, "recompiles": float(recompiles), "final_loss": loss}
-    print(f"{row_key(model_name, variant)}: median "
-          f"{statistics.median(r[0] for r in repetitions) * 1e6:.1f} us over {args.repetitions} "
-          f"x {args.iterations} steps, warm-up {warmup_s:.1f} s, peak "
+    reals = [r[0] * 1e6 for r in repetitions]
+    print(f"{row_key(model_name, variant)}: median {statistics.median(reals):.1f} us (min "
+          f"{min(reals):.1f}, max {max(reals):.1f}) over {args.repetitions} x "
+          f"{args.iterations} steps, warm-up {warmup_s:.1f} s, peak "
           f"{'-' if peak is None else f'{peak / 2**20:.1f} MiB'}, loss {loss:.4g}, "
           f"recompiles during timing {recompiles}")
     return {"context": {**base_context(), "gpu_name": torch_info(args.device)["pytorch_gpu_name"],
