@@ -28,6 +28,7 @@
 #include "tests/reference/philox_reference.h"
 #include "tests/reference/trading_reference.h"
 #include "tests/support/gpu.h"
+#include "tests/support/param_name.h"
 
 namespace {
 
@@ -163,7 +164,10 @@ TEST_P(TradingEnvTest, StepsMatchTheReferenceBitForBit) {
               total_steps, episodes_ended);
 }
 
-INSTANTIATE_TEST_SUITE_P(EnvCounts, TradingEnvTest, ::testing::Values(1, 7, 1024));
+INSTANTIATE_TEST_SUITE_P(EnvCounts, TradingEnvTest, ::testing::Values(1, 7, 1024),
+                         [](const auto& test_case) {
+                           return test::param_name("envs", test_case.param);
+                         });
 
 TEST(TradingEnvGraphTest, CapturedStepReplaysEqualToEager) {
   RESIDENT_REQUIRE_GPU();

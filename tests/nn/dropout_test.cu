@@ -32,6 +32,7 @@
 #include "tests/reference/nn_reference.h"
 #include "tests/reference/philox_reference.h"
 #include "tests/support/gpu.h"
+#include "tests/support/param_name.h"
 
 namespace {
 
@@ -207,6 +208,10 @@ TEST_P(DropoutTest, ForwardAndBackwardMatchTheReferenceGivenTheMask) {
 
 INSTANTIATE_TEST_SUITE_P(EdgeSizes, DropoutTest,
                          ::testing::Combine(::testing::Values<std::size_t>(1, 31, 32, 33, kLarge),
-                                            ::testing::Values(0.3f, 0.5f, 0.8f, 1.0f)));
+                                            ::testing::Values(0.3f, 0.5f, 0.8f, 1.0f)),
+                         [](const auto& test_case) {
+                           const auto& p = test_case.param;
+                           return test::param_name("n", std::get<0>(p), "keep", std::get<1>(p));
+                         });
 
 }  // namespace

@@ -24,6 +24,7 @@
 #include "lib/nn/param_slab.h"
 #include "tests/reference/nn_reference.h"
 #include "tests/support/gpu.h"
+#include "tests/support/param_name.h"
 
 namespace {
 
@@ -112,7 +113,10 @@ TEST_P(GlobalNormKernel, MatchesTheReferenceToFp32Rounding) {
 }
 
 INSTANTIATE_TEST_SUITE_P(EdgeSizes, GlobalNormKernel,
-                         ::testing::Values(0, 1, 63, 64, 65, 4097, 1000000, 1000003));
+                         ::testing::Values(0, 1, 63, 64, 65, 4097, 1000000, 1000003),
+                         [](const auto& test_case) {
+                           return test::param_name("n", test_case.param);
+                         });
 
 TEST(GlobalNormKernel, RejectsANonPositiveMaxNorm) {
   RESIDENT_REQUIRE_GPU();

@@ -20,6 +20,7 @@
 #include "tests/nn/nn_test_support.h"
 #include "tests/reference/nn_reference.h"
 #include "tests/support/gpu.h"
+#include "tests/support/param_name.h"
 
 namespace {
 
@@ -76,6 +77,10 @@ TEST_P(GluTest, ForwardAndBackwardMatchTheReference) {
 INSTANTIATE_TEST_SUITE_P(EdgeShapes, GluTest,
                          ::testing::Values(std::make_tuple(1, 1), std::make_tuple(1, 31),
                                            std::make_tuple(3, 32), std::make_tuple(5, 33),
-                                           std::make_tuple(1000003, 1), std::make_tuple(977, 1031)));
+                                           std::make_tuple(1000003, 1), std::make_tuple(977, 1031)),
+                         [](const auto& test_case) {
+                           const auto& p = test_case.param;
+                           return test::param_name("rows", std::get<0>(p), "half", std::get<1>(p));
+                         });
 
 }  // namespace

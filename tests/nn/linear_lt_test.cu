@@ -28,6 +28,7 @@
 #include "tests/nn/nn_test_support.h"
 #include "tests/reference/nn_reference.h"
 #include "tests/support/gpu.h"
+#include "tests/support/param_name.h"
 
 namespace {
 
@@ -275,18 +276,22 @@ TEST_P(MlpLtTest, ForwardBackwardMatchTheReferenceInBothGradModes) {
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, MlpLtTest,
-    ::testing::Values(
-        LtCase{{1, 1}, 1, kernels::ActivationKind::Relu, true},
-        LtCase{{5, 7, 3}, 33, kernels::ActivationKind::Relu, true},
-        LtCase{{5, 7, 3}, 33, kernels::ActivationKind::GeluTanh, true},
-        LtCase{{3, 129, 130, 1}, 17, kernels::ActivationKind::Relu, true},
-        LtCase{{3, 129, 130, 1}, 17, kernels::ActivationKind::GeluTanh, true},
-        LtCase{{3, 129, 130, 1}, 17, kernels::ActivationKind::Relu, false},
-        LtCase{{3, 129, 130, 1}, 17, kernels::ActivationKind::GeluTanh, false},
-        LtCase{{6, 128, 2}, 129, kernels::ActivationKind::Tanh, true},
-        LtCase{{64, 256, 256, 3}, 256, kernels::ActivationKind::Relu, true},
-        LtCase{{64, 256, 256, 3}, 256, kernels::ActivationKind::GeluTanh, true},
-        LtCase{{4, 64, 64, 2}, 4096, kernels::ActivationKind::Relu, true}));
+    ::testing::Values(LtCase{{1, 1}, 1, kernels::ActivationKind::Relu, true},
+                      LtCase{{5, 7, 3}, 33, kernels::ActivationKind::Relu, true},
+                      LtCase{{5, 7, 3}, 33, kernels::ActivationKind::GeluTanh, true},
+                      LtCase{{3, 129, 130, 1}, 17, kernels::ActivationKind::Relu, true},
+                      LtCase{{3, 129, 130, 1}, 17, kernels::ActivationKind::GeluTanh, true},
+                      LtCase{{3, 129, 130, 1}, 17, kernels::ActivationKind::Relu, false},
+                      LtCase{{3, 129, 130, 1}, 17, kernels::ActivationKind::GeluTanh, false},
+                      LtCase{{6, 128, 2}, 129, kernels::ActivationKind::Tanh, true},
+                      LtCase{{64, 256, 256, 3}, 256, kernels::ActivationKind::Relu, true},
+                      LtCase{{64, 256, 256, 3}, 256, kernels::ActivationKind::GeluTanh, true},
+                      LtCase{{4, 64, 64, 2}, 4096, kernels::ActivationKind::Relu, true}),
+    [](const auto& test_case) {
+      const auto& p = test_case.param;
+      return test::param_name("widths", test::dims(std::get<0>(p)), "batch", std::get<1>(p),
+                              std::get<2>(p), test::flag(std::get<3>(p), "bias", "no_bias"));
+    });
 
 TEST(MlpLt, BatchesArePlannedAtSetupOnly) {
   RESIDENT_REQUIRE_GPU();

@@ -18,6 +18,7 @@
 #include "tests/nn/nn_test_support.h"
 #include "tests/reference/nn_reference.h"
 #include "tests/support/gpu.h"
+#include "tests/support/param_name.h"
 
 namespace {
 
@@ -86,9 +87,14 @@ TEST_P(LinearTest, ForwardAndBackwardMatchTheReference) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(EdgeSizes, LinearTest,
-                         ::testing::Values(std::make_tuple(1, 1, 1), std::make_tuple(3, 5, 7),
-                                           std::make_tuple(31, 32, 33), std::make_tuple(256, 64, 256),
-                                           std::make_tuple(4096, 4, 64), std::make_tuple(257, 255, 3)));
+INSTANTIATE_TEST_SUITE_P(
+    EdgeSizes, LinearTest,
+    ::testing::Values(std::make_tuple(1, 1, 1), std::make_tuple(3, 5, 7),
+                      std::make_tuple(31, 32, 33), std::make_tuple(256, 64, 256),
+                      std::make_tuple(4096, 4, 64), std::make_tuple(257, 255, 3)),
+    [](const auto& test_case) {
+      const auto& p = test_case.param;
+      return test::param_name("batch", std::get<0>(p), "in", std::get<1>(p), "out", std::get<2>(p));
+    });
 
 }  // namespace

@@ -31,6 +31,7 @@
 #include "tests/nn/nn_test_support.h"
 #include "tests/reference/nn_reference.h"
 #include "tests/support/gpu.h"
+#include "tests/support/param_name.h"
 
 namespace {
 
@@ -134,7 +135,10 @@ TEST_P(MseLossTest, ValueAndGradientMatchTheReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(EdgeSizes, MseLossTest,
-                         ::testing::Values(1, 31, 32, 33, 2047, 2048, 2049, 4097, 3000001));
+                         ::testing::Values(1, 31, 32, 33, 2047, 2048, 2049, 4097, 3000001),
+                         [](const auto& test_case) {
+                           return test::param_name("n", test_case.param);
+                         });
 
 // ---------------------------------------------------------------------------------------------
 
@@ -193,8 +197,13 @@ INSTANTIATE_TEST_SUITE_P(EdgeSizes, HuberLossTest,
                                            HuberCase{31, 1, true}, HuberCase{32, 3, false},
                                            HuberCase{33, 2, true}, HuberCase{4097, 1, false},
                                            HuberCase{4097, 1, true}, HuberCase{1000, 17, true},
-                                           HuberCase{262147, 4, false},
-                                           HuberCase{262147, 4, true}));
+                                           HuberCase{262147, 4, false}, HuberCase{262147, 4, true}),
+                         [](const auto& test_case) {
+                           const HuberCase& c = test_case.param;
+                           return test::param_name(
+                               test::dims({c.rows, c.cols}),
+                               test::flag(c.weighted, "weighted", "unweighted"));
+                         });
 
 // ---------------------------------------------------------------------------------------------
 
@@ -242,7 +251,11 @@ TEST_P(PinballLossTest, ValueAndGradientMatchTheReference) {
 INSTANTIATE_TEST_SUITE_P(EdgeSizes, PinballLossTest,
                          ::testing::Values(PinballCase{1, 1}, PinballCase{31, 3},
                                            PinballCase{32, 5}, PinballCase{33, 1},
-                                           PinballCase{4097, 9}, PinballCase{100003, 3}));
+                                           PinballCase{4097, 9}, PinballCase{100003, 3}),
+                         [](const auto& test_case) {
+                           const PinballCase& c = test_case.param;
+                           return test::param_name("rows", c.rows, "quantiles", c.quantiles);
+                         });
 
 // ---------------------------------------------------------------------------------------------
 
@@ -265,7 +278,10 @@ TEST_P(MeanTest, MatchesTheDoubleMean) {
   ASSERT_NO_FATAL_FAILURE(expect_close(mean, want, kLoss, "mean"));
 }
 
-INSTANTIATE_TEST_SUITE_P(EdgeSizes, MeanTest, ::testing::Values(1, 33, 2047, 2048, 2049, 3000001));
+INSTANTIATE_TEST_SUITE_P(EdgeSizes, MeanTest, ::testing::Values(1, 33, 2047, 2048, 2049, 3000001),
+                         [](const auto& test_case) {
+                           return test::param_name("n", test_case.param);
+                         });
 
 // ---------------------------------------------------------------------------------------------
 
@@ -361,7 +377,10 @@ INSTANTIATE_TEST_SUITE_P(EdgeSizes, CategoricalTest,
                                            CategoricalCase{3, 8}, CategoricalCase{7, 31},
                                            CategoricalCase{3, 32}, CategoricalCase{3, 33},
                                            CategoricalCase{2, 1025}, CategoricalCase{2, 4097},
-                                           CategoricalCase{10000, 4}, CategoricalCase{3000, 18}));
+                                           CategoricalCase{10000, 4}, CategoricalCase{3000, 18}),
+                         [](const auto& test_case) {
+                           return test::dims({test_case.param.rows, test_case.param.cols});
+                         });
 
 TEST(CategoricalActionTest, AnActionOutOfRangeYieldsNaN) {
   RESIDENT_REQUIRE_GPU();

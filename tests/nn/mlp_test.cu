@@ -24,6 +24,7 @@
 #include "tests/nn/nn_test_support.h"
 #include "tests/reference/nn_reference.h"
 #include "tests/support/gpu.h"
+#include "tests/support/param_name.h"
 
 namespace {
 
@@ -83,7 +84,11 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(std::make_tuple(std::vector<std::size_t>{1, 1}, 1),
                       std::make_tuple(std::vector<std::size_t>{5, 7, 3}, 33),
                       std::make_tuple(std::vector<std::size_t>{64, 256, 256, 3}, 256),
-                      std::make_tuple(std::vector<std::size_t>{4, 64, 64, 2}, 4096)));
+                      std::make_tuple(std::vector<std::size_t>{4, 64, 64, 2}, 4096)),
+    [](const auto& test_case) {
+      const auto& p = test_case.param;
+      return test::param_name("widths", test::dims(std::get<0>(p)), "batch", std::get<1>(p));
+    });
 
 // A backward may take the first rows of a larger forward: DQN evaluates [states; next_states]
 // in one forward and back-propagates the states half. dx (when asked for) and the parameter
@@ -135,13 +140,18 @@ TEST_P(MlpPrefixBackward, FirstRowsOfALargerForwardMatchTheReference) {
   expect_close(std::vector<float>(grads.begin(), grads.end()), ref_dparams, tolerance, "dparams");
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Shapes, MlpPrefixBackward,
-    ::testing::Values(PrefixCase{{64, 128, 128, 3}, 256, true, false},
-                      PrefixCase{{64, 128, 128, 3}, 256, false, false},
-                      PrefixCase{{4, 64, 64, 2}, 100, false, true},
-                      PrefixCase{{4, 64, 64, 3}, 100, false, true},
-                      PrefixCase{{4, 64, 64, 2}, 100, true, true}));
+INSTANTIATE_TEST_SUITE_P(Shapes, MlpPrefixBackward,
+                         ::testing::Values(PrefixCase{{64, 128, 128, 3}, 256, true, false},
+                                           PrefixCase{{64, 128, 128, 3}, 256, false, false},
+                                           PrefixCase{{4, 64, 64, 2}, 100, false, true},
+                                           PrefixCase{{4, 64, 64, 3}, 100, false, true},
+                                           PrefixCase{{4, 64, 64, 2}, 100, true, true}),
+                         [](const auto& test_case) {
+                           const PrefixCase& c = test_case.param;
+                           return test::param_name("widths", test::dims(c.widths), "batch", c.batch,
+                                                   test::flag(c.with_dx, "with_dx", "without_dx"),
+                                                   test::flag(c.fused, "fused", "gemm"));
+                         });
 
 // A backward without dx takes the fused narrow-MLP backward where it applies (4-64-64-2 with
 // ReLU or tanh; kernels/nn/mlp_backward_fused.h); with dx, the GEMM path. Both parameter
@@ -185,7 +195,8 @@ TEST_P(MlpBackwardWithoutDx, FusedAndGemmGradientsMatchTheReference) {
 
 INSTANTIATE_TEST_SUITE_P(Activations, MlpBackwardWithoutDx,
                          ::testing::Values(kernels::ActivationKind::Relu,
-                                           kernels::ActivationKind::Tanh));
+                                           kernels::ActivationKind::Tanh),
+                         [](const auto& test_case) { return test::param_name(test_case.param); });
 
 // The default step (cuBLAS backend: the whole step is the one fused kernel,
 // kernels/nn/mlp_train_step_fused.h), the cuBLAS GEMM path it replaces (unfused MSE, grads

@@ -29,6 +29,7 @@
 #include "tests/nn/nn_test_support.h"
 #include "tests/reference/nn_reference.h"
 #include "tests/support/gpu.h"
+#include "tests/support/param_name.h"
 
 namespace {
 
@@ -147,7 +148,10 @@ TEST_P(MseLossFusedTest, MatchesTheReferenceAndTheTwoKernelLossDeterministically
 }
 
 INSTANTIATE_TEST_SUITE_P(EdgeSizes, MseLossFusedTest,
-                         ::testing::Values(1, 31, 32, 33, 2047, 2048, 2049, 4097, 3000001));
+                         ::testing::Values(1, 31, 32, 33, 2047, 2048, 2049, 4097, 3000001),
+                         [](const auto& test_case) {
+                           return test::param_name("n", test_case.param);
+                         });
 
 TEST(MseLossFused, GraphReplaysRepeatTheEagerResultBitForBit) {
   RESIDENT_REQUIRE_GPU();

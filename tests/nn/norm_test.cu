@@ -35,6 +35,7 @@
 #include "tests/nn/nn_test_support.h"
 #include "tests/reference/nn_reference.h"
 #include "tests/support/gpu.h"
+#include "tests/support/param_name.h"
 
 namespace {
 
@@ -327,7 +328,10 @@ INSTANTIATE_TEST_SUITE_P(EdgeSizes, NormTest,
                                            Case{7, 16}, Case{4, 17}, Case{5, 31}, Case{32, 32},
                                            Case{33, 33}, Case{65, 31}, Case{3, 1024}, Case{2, 1025},
                                            Case{2, 4097}, Case{4099, 7}, Case{1000, 256},
-                                           Case{40000, 3}));
+                                           Case{40000, 3}),
+                         [](const auto& test_case) {
+                           return test::dims({test_case.param.rows, test_case.param.cols});
+                         });
 
 // Host-side checks and the chunking arithmetic: these run without a GPU.
 TEST(NormArgumentsTest, ColumnChunksDependOnRowsOnly) {

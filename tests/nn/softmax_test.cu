@@ -29,6 +29,7 @@
 #include "tests/nn/nn_test_support.h"
 #include "tests/reference/nn_reference.h"
 #include "tests/support/gpu.h"
+#include "tests/support/param_name.h"
 
 namespace {
 
@@ -209,7 +210,11 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{3, 4097, nn::SoftmaxMask::None}, Case{10001, 3, nn::SoftmaxMask::None},
                       Case{9999, 3, nn::SoftmaxMask::Causal},
                       Case{4096, 100, nn::SoftmaxMask::None},
-                      Case{2000, 40, nn::SoftmaxMask::Causal}));
+                      Case{2000, 40, nn::SoftmaxMask::Causal}),
+    [](const auto& test_case) {
+      return test::param_name(test::dims({test_case.param.rows, test_case.param.cols}),
+                              test_case.param.mask);
+    });
 
 // Shape checks happen on the host, before any launch: these run without a GPU.
 TEST(SoftmaxShapeTest, CausalMaskNeedsRowsAMultipleOfCols) {

@@ -27,6 +27,7 @@
 #include "lib/replay/unit_uniform.h"
 #include "tests/replay/gpu_replay_test_support.h"
 #include "tests/support/gpu.h"
+#include "tests/support/param_name.h"
 
 namespace {
 
@@ -145,11 +146,17 @@ TEST_P(GpuReplayMatchesCpu, SameDrawsWeightsRowsAndPriorities) {
   EXPECT_EQ(gpu.read_tree_sums()[1], cpu.total_priority());  // same layout, same additions
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Capacities, GpuReplayMatchesCpu,
-    ::testing::Combine(::testing::Values(1, 5, 64, 1000, 1025),
-                       ::testing::Values(ReplayPriorityMode::Proportional, ReplayPriorityMode::Rank),
-                       ::testing::Values(ReplaySampling::Stratified, ReplaySampling::Independent)));
+INSTANTIATE_TEST_SUITE_P(Capacities, GpuReplayMatchesCpu,
+                         ::testing::Combine(::testing::Values(1, 5, 64, 1000, 1025),
+                                            ::testing::Values(ReplayPriorityMode::Proportional,
+                                                              ReplayPriorityMode::Rank),
+                                            ::testing::Values(ReplaySampling::Stratified,
+                                                              ReplaySampling::Independent)),
+                         [](const auto& test_case) {
+                           const auto& p = test_case.param;
+                           return test::param_name("capacity", std::get<0>(p), std::get<1>(p),
+                                                   std::get<2>(p));
+                         });
 
 TEST(GpuReplay, UpdateRulesDuplicatesStaleNonFiniteAndBadIndex) {
   RESIDENT_REQUIRE_GPU();

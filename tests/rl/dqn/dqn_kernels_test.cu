@@ -28,6 +28,7 @@
 #include "tests/rl/dqn/dqn_reference.h"
 #include "tests/support/device_vectors.h"
 #include "tests/support/gpu.h"
+#include "tests/support/param_name.h"
 
 namespace {
 
@@ -204,7 +205,11 @@ INSTANTIATE_TEST_SUITE_P(Sizes, DqnKernelSizes,
                                            std::pair<std::size_t, std::size_t>{128, 2},
                                            std::pair<std::size_t, std::size_t>{129, 3},
                                            std::pair<std::size_t, std::size_t>{1000, 4},
-                                           std::pair<std::size_t, std::size_t>{4096, 2}));
+                                           std::pair<std::size_t, std::size_t>{4096, 2}),
+                         [](const auto& test_case) {
+                           return test::param_name("rows", test_case.param.first, "cols",
+                                                   test_case.param.second);
+                         });
 
 TEST(DqnTargetUpdate, HardAndPolyakFollowTheDeviceStep) {
   RESIDENT_REQUIRE_GPU();

@@ -30,6 +30,7 @@
 #include "lib/rl/dqn/dqn_trainer.h"
 #include "tests/support/gpu.h"
 #include "tests/support/host_mlp.h"
+#include "tests/support/param_name.h"
 #include "tests/support/trading_policy_eval.h"
 
 namespace {
@@ -64,7 +65,10 @@ TEST_P(DqnCartPoleLearning, ReachesMeanReturn475Within500kEnvSteps) {
                        << " after " << m.env_steps << " env steps";
 }
 
-INSTANTIATE_TEST_SUITE_P(Seeds, DqnCartPoleLearning, ::testing::Values(1u, 2u, 3u));
+INSTANTIATE_TEST_SUITE_P(Seeds, DqnCartPoleLearning, ::testing::Values(1u, 2u, 3u),
+                         [](const auto& test_case) {
+                           return test::param_name("seed", test_case.param);
+                         });
 
 SyntheticMarketConfig trading_market(std::uint64_t seed, double signal_strength,
                                      std::size_t steps) {

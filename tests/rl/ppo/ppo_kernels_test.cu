@@ -37,6 +37,7 @@
 #include "tests/stats/chi_square.h"
 #include "tests/support/device_vectors.h"
 #include "tests/support/gpu.h"
+#include "tests/support/param_name.h"
 
 namespace {
 
@@ -177,7 +178,11 @@ TEST_P(PpoGae, MatchesTheReferenceWithTerminationsAndTruncations) {
 INSTANTIATE_TEST_SUITE_P(Shapes, PpoGae,
                          ::testing::Values(std::make_tuple(1, 1), std::make_tuple(7, 33),
                                            std::make_tuple(128, 4), std::make_tuple(128, 1000),
-                                           std::make_tuple(500, 129)));
+                                           std::make_tuple(500, 129)),
+                         [](const auto& test_case) {
+                           const auto& p = test_case.param;
+                           return test::param_name("steps", std::get<0>(p), "envs", std::get<1>(p));
+                         });
 
 TEST(PpoNormalizeAdvantages, MatchesTheReferenceAcrossTheReductionSplit) {
   RESIDENT_REQUIRE_GPU();
@@ -327,7 +332,13 @@ TEST_P(PpoLossKernel, LossGradientsAndMetricsMatchTheReference) {
 
 INSTANTIATE_TEST_SUITE_P(Shapes, PpoLossKernel,
                          ::testing::Combine(::testing::Values(1, 255, 1024, 1025, 131072),
-                                            ::testing::Bool()));
+                                            ::testing::Bool()),
+                         [](const auto& test_case) {
+                           const auto& p = test_case.param;
+                           return test::param_name(
+                               "batch", std::get<0>(p),
+                               test::flag(std::get<1>(p), "clipped_values", "unclipped_values"));
+                         });
 
 // ----- the fused categorical loss
 
@@ -425,11 +436,22 @@ TEST_P(PpoCategoricalLoss, EqualsTheThreeKernelSequenceBitForBit) {
 
 INSTANTIATE_TEST_SUITE_P(Shapes, PpoCategoricalLoss,
                          ::testing::Combine(::testing::Values(1, 33, 5000),
-                                            ::testing::Values(1, 2, 7, 1030),
-                                            ::testing::Bool()));
+                                            ::testing::Values(1, 2, 7, 1030), ::testing::Bool()),
+                         [](const auto& test_case) {
+                           const auto& p = test_case.param;
+                           return test::param_name(
+                               "batch", std::get<0>(p), "actions", std::get<1>(p),
+                               test::flag(std::get<2>(p), "clipped_values", "unclipped_values"));
+                         });
 INSTANTIATE_TEST_SUITE_P(Large, PpoCategoricalLoss,
                          ::testing::Combine(::testing::Values(131073), ::testing::Values(2, 7),
-                                            ::testing::Bool()));
+                                            ::testing::Bool()),
+                         [](const auto& test_case) {
+                           const auto& p = test_case.param;
+                           return test::param_name(
+                               "batch", std::get<0>(p), "actions", std::get<1>(p),
+                               test::flag(std::get<2>(p), "clipped_values", "unclipped_values"));
+                         });
 
 TEST(PpoCategoricalLoss, RejectsAnEmptyBatchNoActionsAndANonPositiveClip) {
   const kp::CategoricalPpoLossInputs none{};

@@ -13,6 +13,7 @@
 
 #include "tests/reference/finite_difference.h"
 #include "tests/reference/nn_reference.h"
+#include "tests/support/param_name.h"
 
 namespace {
 
@@ -100,7 +101,10 @@ TEST_P(PpoLossReference, GradientsMatchFiniteDifferences) {
   EXPECT_LT(entropy_check.max_rel_error, 1e-5);
 }
 
-INSTANTIATE_TEST_SUITE_P(ValueClipping, PpoLossReference, ::testing::Bool());
+INSTANTIATE_TEST_SUITE_P(ValueClipping, PpoLossReference, ::testing::Bool(),
+                         [](const auto& test_case) {
+                           return resident::test::flag(test_case.param, "clipped", "unclipped");
+                         });
 
 // One row by hand: A = 2, r = e^0.5 = 1.6487 > 1.2: -A r = -3.297 < -A 1.2 = -2.4, so the clipped
 // branch wins (policy 2.4... as a loss: max(-3.297, -2.4) = -2.4) and d/dlp = 0.

@@ -25,6 +25,7 @@
 #include "tests/nn/nn_test_support.h"
 #include "tests/reference/gae_reference.h"
 #include "tests/support/gpu.h"
+#include "tests/support/param_name.h"
 #include "tests/support/temp_dir.h"
 
 namespace {
@@ -341,6 +342,8 @@ TEST_P(PpoLearning, CartPoleReaches475Within1MEnvSteps) {
   EXPECT_TRUE(solved);
 }
 
-INSTANTIATE_TEST_SUITE_P(Seeds, PpoLearning, ::testing::Values(1, 2, 3));
+INSTANTIATE_TEST_SUITE_P(Seeds, PpoLearning, ::testing::Values(1, 2, 3), [](const auto& test_case) {
+  return test::param_name("seed", test_case.param);
+});
 
 }  // namespace
