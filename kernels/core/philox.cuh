@@ -5,7 +5,7 @@
 
 #include <curand_kernel.h>
 
-#include "lib/core/philox.h"
+#include "kernels/core/philox.h"
 
 namespace resident::kernels {
 

@@ -20,8 +20,8 @@
 #include <cstddef>
 #include <utility>
 
-#include "lib/core/error.h"
-#include "lib/core/programmatic_launch.h"
+#include "kernels/core/error.h"
+#include "kernels/core/programmatic_launch.h"
 
 namespace resident::kernels {
 

@@ -5,8 +5,8 @@
 #include "kernels/env/episode_stats.h"
 
 #include "kernels/env/episode_totals.cuh"
-#include "lib/core/error.h"
-#include "lib/core/nvtx_range.h"
+#include "kernels/core/error.h"
+#include "kernels/core/nvtx_range.h"
 
 namespace resident::kernels {
 

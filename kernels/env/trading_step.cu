@@ -11,8 +11,8 @@
 #include "kernels/core/philox.cuh"
 #include "kernels/core/programmatic_launch.cuh"
 #include "kernels/env/trading_step.h"
-#include "lib/core/error.h"
-#include "lib/core/nvtx_range.h"
+#include "kernels/core/error.h"
+#include "kernels/core/nvtx_range.h"
 
 namespace resident::kernels {
 

@@ -8,7 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "lib/core/philox.h"
+#include "kernels/core/philox.h"
 
 namespace resident::kernels {
 

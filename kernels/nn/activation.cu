@@ -10,8 +10,8 @@
 #include "kernels/nn/activation.h"
 #include "kernels/nn/activation_math.cuh"
 #include "kernels/core/launch_config.h"
-#include "lib/core/error.h"
-#include "lib/core/nvtx_range.h"
+#include "kernels/core/error.h"
+#include "kernels/core/nvtx_range.h"
 
 namespace resident::kernels {
 

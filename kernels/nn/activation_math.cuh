@@ -12,7 +12,7 @@
 #include <type_traits>
 
 #include "kernels/nn/activation.h"
-#include "lib/core/error.h"
+#include "kernels/core/error.h"
 
 namespace resident::kernels::activation_math {
 

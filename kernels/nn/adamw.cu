@@ -19,8 +19,8 @@
 #include "kernels/nn/adamw_element.cuh"
 #include "kernels/nn/global_norm.h"
 #include "kernels/nn/global_norm_finish.cuh"
-#include "lib/core/error.h"
-#include "lib/core/nvtx_range.h"
+#include "kernels/core/error.h"
+#include "kernels/core/nvtx_range.h"
 
 namespace resident::kernels {
 

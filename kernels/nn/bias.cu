@@ -5,8 +5,8 @@
 #include "kernels/nn/bias.h"
 #include "kernels/core/launch_config.h"
 #include "kernels/nn/column_tile_sum.cuh"
-#include "lib/core/error.h"
-#include "lib/core/nvtx_range.h"
+#include "kernels/core/error.h"
+#include "kernels/core/nvtx_range.h"
 
 namespace resident::kernels {
 

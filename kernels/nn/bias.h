@@ -5,7 +5,7 @@
 
 #include <cstddef>
 
-#include "lib/nn/grad_mode.h"
+#include "kernels/core/grad_mode.h"
 
 namespace resident::kernels {
 

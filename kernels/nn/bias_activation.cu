@@ -6,8 +6,8 @@
 #include "kernels/core/launch_config.h"
 #include "kernels/nn/activation_math.cuh"
 #include "kernels/nn/column_tile_sum.cuh"
-#include "lib/core/error.h"
-#include "lib/core/nvtx_range.h"
+#include "kernels/core/error.h"
+#include "kernels/core/nvtx_range.h"
 
 namespace resident::kernels {
 

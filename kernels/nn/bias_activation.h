@@ -9,7 +9,7 @@
 #include <cstddef>
 
 #include "kernels/nn/activation.h"
-#include "lib/nn/grad_mode.h"
+#include "kernels/core/grad_mode.h"
 
 namespace resident::kernels {
 

@@ -8,7 +8,7 @@
 #include "kernels/nn/categorical.h"
 #include "kernels/nn/categorical_row.cuh"
 #include "kernels/nn/row_reduce.cuh"
-#include "lib/core/nvtx_range.h"
+#include "kernels/core/nvtx_range.h"
 
 namespace resident::kernels {
 

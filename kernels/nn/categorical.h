@@ -12,7 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "lib/nn/grad_mode.h"
+#include "kernels/core/grad_mode.h"
 
 namespace resident::kernels {
 

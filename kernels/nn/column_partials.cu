@@ -4,7 +4,7 @@
 
 #include "kernels/nn/column_partials.h"
 #include "kernels/nn/row_reduce.cuh"
-#include "lib/core/nvtx_range.h"
+#include "kernels/core/nvtx_range.h"
 
 namespace resident::kernels {
 

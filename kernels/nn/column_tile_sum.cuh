@@ -21,7 +21,7 @@
 #include <utility>
 
 #include "kernels/nn/row_reduce.cuh"
-#include "lib/core/error.h"
+#include "kernels/core/error.h"
 
 namespace resident::kernels::column_tile {
 

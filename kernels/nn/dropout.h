@@ -14,8 +14,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "lib/core/philox.h"
-#include "lib/nn/grad_mode.h"
+#include "kernels/core/philox.h"
+#include "kernels/core/grad_mode.h"
 
 namespace resident::kernels {
 

@@ -25,7 +25,7 @@
 #include "kernels/nn/adamw_element.cuh"
 #include "kernels/nn/global_norm_finish.cuh"
 #include "kernels/nn/mlp_train_step_fused.h"
-#include "lib/core/error.h"
+#include "kernels/core/error.h"
 
 namespace resident::kernels::fused_step {
 

@@ -6,8 +6,8 @@
 #include "kernels/nn/activation_math.cuh"
 #include "kernels/nn/glu.h"
 #include "kernels/core/launch_config.h"
-#include "lib/core/error.h"
-#include "lib/core/nvtx_range.h"
+#include "kernels/core/error.h"
+#include "kernels/core/nvtx_range.h"
 
 namespace resident::kernels {
 

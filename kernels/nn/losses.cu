@@ -12,7 +12,7 @@
 #include "kernels/nn/huber.cuh"
 #include "kernels/nn/losses.h"
 #include "kernels/nn/row_reduce.cuh"
-#include "lib/core/nvtx_range.h"
+#include "kernels/core/nvtx_range.h"
 
 namespace resident::kernels {
 

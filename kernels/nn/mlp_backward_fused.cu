@@ -21,8 +21,8 @@
 #include "kernels/nn/activation_math.cuh"
 #include "kernels/nn/row_reduce.cuh"
 #include "kernels/nn/tile_quad_product.cuh"
-#include "lib/core/error.h"
-#include "lib/core/nvtx_range.h"
+#include "kernels/core/error.h"
+#include "kernels/core/nvtx_range.h"
 
 namespace resident::kernels {
 
@@ -34,7 +34,7 @@ constexpr unsigned kRowsPerPass = 4;
 constexpr unsigned kMaxBlocksPerThread = 4;  // 4x4 gradient blocks a thread accumulates
 // Blocks of a launch: min(tiles, 384): 3 per multiprocessor of an H100/H200 (168 registers x 128
 // threads allow 3; at 256, 2 per SM left 1.95 warps per scheduler and the issue slots half idle,
-// ncu session 5). A fixed cap, so the scratch size and the summation order depend on rows alone,
+// ncu on the H200). A fixed cap, so the scratch size and the summation order depend on rows alone,
 // not on the device.
 constexpr std::size_t kMaxGridBlocks = 384;
 constexpr std::size_t kMaxSharedBytes = 48 * 1024;

@@ -11,7 +11,7 @@
 
 #include "kernels/nn/activation.h"
 #include "kernels/nn/mlp_forward_fused.h"
-#include "lib/nn/grad_mode.h"
+#include "kernels/core/grad_mode.h"
 
 namespace resident::kernels {
 

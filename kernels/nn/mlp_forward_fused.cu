@@ -7,8 +7,8 @@
 #include <string>
 
 #include "kernels/nn/mlp_forward_fused.cuh"
-#include "lib/core/error.h"
-#include "lib/core/nvtx_range.h"
+#include "kernels/core/error.h"
+#include "kernels/core/nvtx_range.h"
 
 namespace resident::kernels {
 

@@ -18,7 +18,7 @@
 #include "kernels/nn/activation_math.cuh"
 #include "kernels/nn/mlp_forward_fused.h"
 #include "kernels/nn/tile_quad_product.cuh"
-#include "lib/core/error.h"
+#include "kernels/core/error.h"
 
 namespace resident::kernels::fused_mlp {
 
@@ -26,7 +26,7 @@ inline constexpr unsigned kRows = 32;
 // Two shapes of block, the same bits (each output's sum in the same order): a few tiles in all
 // (PPO's 4096-row rollout forward: one tile per block) take 256 threads and 2 rows per pass, a
 // short instruction chain per thread; many tiles per block (131072-row minibatches) take 128
-// threads and 4 rows per pass, 16 FMAs per float4 weight read (H200, session 4: 88 us there vs
+// threads and 4 rows per pass, 16 FMAs per float4 weight read (H200: 88 us there vs
 // 95 us with 256 threads; 17 -> 8.9 us for the rollout forward with 256).
 struct FewTiles {
   static constexpr unsigned kThreads = 256, kRowsPerPass = 2;

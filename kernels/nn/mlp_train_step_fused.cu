@@ -28,8 +28,8 @@
 
 #include "kernels/nn/fused_step_phases.cuh"
 #include "kernels/nn/mlp_train_step_fused.h"
-#include "lib/core/error.h"
-#include "lib/core/nvtx_range.h"
+#include "kernels/core/error.h"
+#include "kernels/core/nvtx_range.h"
 
 namespace resident::kernels {
 

@@ -13,7 +13,7 @@
 #include "kernels/nn/losses.h"
 #include "kernels/nn/mse_loss_fused.h"
 #include "kernels/nn/row_reduce.cuh"
-#include "lib/core/nvtx_range.h"
+#include "kernels/core/nvtx_range.h"
 
 namespace resident::kernels {
 

@@ -19,7 +19,7 @@
 #include <cstddef>
 #include <string>
 
-#include "lib/core/error.h"
+#include "kernels/core/error.h"
 
 // Throws resident::Error(op, "invalid argument", detail) at the caller's file:line.
 #define RESIDENT_ROWWISE_REQUIRE(condition, op, detail)                                \

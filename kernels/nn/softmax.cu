@@ -7,7 +7,7 @@
 
 #include "kernels/nn/row_reduce.cuh"
 #include "kernels/nn/softmax.h"
-#include "lib/core/nvtx_range.h"
+#include "kernels/core/nvtx_range.h"
 
 namespace resident::kernels {
 

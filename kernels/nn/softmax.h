@@ -1,5 +1,5 @@
 // Softmax and log-softmax over the rows of x [rows, cols] (kernels/nn/softmax.cu), optionally
-// with a causal mask (lib/nn/softmax_mask.h: rows a multiple of cols, row r sees c <= r % cols).
+// with a causal mask (kernels/core/softmax_mask.h: rows a multiple of cols, row r sees c <= r % cols).
 //
 // Contracts, for all four: row-major float buffers on the device; one row per warp group (cols
 // <= 1024) or per block; max-subtracted; deterministic (fixed reduction order, no atomics; the
@@ -11,8 +11,8 @@
 
 #include <cstddef>
 
-#include "lib/nn/grad_mode.h"
-#include "lib/nn/softmax_mask.h"
+#include "kernels/core/grad_mode.h"
+#include "kernels/core/softmax_mask.h"
 
 namespace resident::kernels {
 

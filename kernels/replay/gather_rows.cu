@@ -12,8 +12,8 @@
 #include "kernels/replay/pending_slots.cuh"
 #include "kernels/replay/replay_kernels.h"
 #include "kernels/replay/write_rows.cuh"
-#include "lib/core/error.h"
-#include "lib/core/nvtx_range.h"
+#include "kernels/core/error.h"
+#include "kernels/core/nvtx_range.h"
 
 namespace resident::kernels {
 

@@ -2,7 +2,7 @@
 // maxima 0, minima +inf over all 2P nodes) and the slot iota for the rank sort. Overwrite;
 // grid-stride.
 #include "kernels/replay/replay_kernels.h"
-#include "lib/core/error.h"
+#include "kernels/core/error.h"
 
 namespace resident::kernels {
 

@@ -20,7 +20,7 @@
 #include "kernels/replay/inserted_leaves.cuh"
 #include "kernels/replay/replay_kernels.h"
 #include "kernels/replay/replay_tree.cuh"
-#include "lib/core/error.h"
+#include "kernels/core/error.h"
 
 namespace resident::kernels {
 

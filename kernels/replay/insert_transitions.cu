@@ -22,8 +22,8 @@
 #include "kernels/replay/write_rows.cuh"
 #include "kernels/core/launch_config.h"
 #include "kernels/core/programmatic_launch.cuh"
-#include "lib/core/error.h"
-#include "lib/core/nvtx_range.h"
+#include "kernels/core/error.h"
+#include "kernels/core/nvtx_range.h"
 
 namespace resident::kernels {
 

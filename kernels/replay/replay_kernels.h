@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "kernels/replay/replay_state.h"
-#include "lib/core/philox.h"
+#include "kernels/core/philox.h"
 
 namespace resident::kernels {
 

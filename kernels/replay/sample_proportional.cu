@@ -26,8 +26,8 @@
 #include "kernels/replay/pending_slots.cuh"
 #include "kernels/replay/replay_sampling.cuh"
 #include "kernels/replay/write_rows.cuh"
-#include "lib/core/error.h"
-#include "lib/core/nvtx_range.h"
+#include "kernels/core/error.h"
+#include "kernels/core/nvtx_range.h"
 
 namespace resident::kernels {
 

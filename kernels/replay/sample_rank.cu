@@ -6,8 +6,8 @@
 // P = r^-alpha / H_M, P_min = M^-alpha / H_M, weight (P / P_min)^-beta, as CpuReplayBuffer.
 // Outputs [batch] overwritten; the device step advances by one.
 #include "kernels/replay/replay_sampling.cuh"
-#include "lib/core/error.h"
-#include "lib/core/nvtx_range.h"
+#include "kernels/core/error.h"
+#include "kernels/core/nvtx_range.h"
 
 namespace resident::kernels {
 

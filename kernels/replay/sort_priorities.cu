@@ -6,8 +6,8 @@
 #include <cub/device/device_radix_sort.cuh>
 
 #include "kernels/replay/replay_kernels.h"
-#include "lib/core/error.h"
-#include "lib/core/nvtx_range.h"
+#include "kernels/core/error.h"
+#include "kernels/core/nvtx_range.h"
 
 namespace resident::kernels {
 

@@ -30,8 +30,8 @@
 #include "kernels/core/programmatic_launch.cuh"
 #include "kernels/replay/replay_kernels.h"
 #include "kernels/replay/replay_tree.cuh"
-#include "lib/core/error.h"
-#include "lib/core/nvtx_range.h"
+#include "kernels/core/error.h"
+#include "kernels/core/nvtx_range.h"
 
 namespace resident::kernels {
 

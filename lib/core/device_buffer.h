@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "lib/core/error.h"
+#include "kernels/core/error.h"
 
 namespace resident {
 

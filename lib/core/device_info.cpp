@@ -2,7 +2,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include "lib/core/error.h"
+#include "kernels/core/error.h"
 
 namespace resident {
 

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "lib/core/device_buffer.h"
-#include "lib/core/error.h"
+#include "kernels/core/error.h"
 
 namespace resident {
 

@@ -30,4 +30,11 @@ std::string driver_error_text(CUresult code) {
   return "";
 }
 
+namespace detail {
+
+void throw_cu_error(CUresult code, const char* call, const char* file, int line) {
+  throw Error(call, driver_error_name(code), driver_error_text(code), file, line);
+}
+
+}  // namespace detail
 }  // namespace resident

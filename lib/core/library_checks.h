@@ -6,7 +6,7 @@
 #include <cupti_result.h>
 #include <curand.h>
 
-#include "lib/core/error.h"
+#include "kernels/core/error.h"
 
 namespace resident::detail {
 [[noreturn]] void throw_cublas_error(cublasStatus_t code, const char* call, const char* file,

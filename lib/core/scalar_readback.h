@@ -9,7 +9,7 @@
 #include <type_traits>
 #include <utility>
 
-#include "lib/core/error.h"
+#include "kernels/core/error.h"
 
 namespace resident {
 

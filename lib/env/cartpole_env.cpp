@@ -2,8 +2,8 @@
 
 #include "kernels/env/cartpole_step.h"
 #include "kernels/env/episode_stats.h"
-#include "lib/core/error.h"
-#include "lib/core/philox.h"
+#include "kernels/core/error.h"
+#include "kernels/core/philox.h"
 
 namespace resident::env {
 

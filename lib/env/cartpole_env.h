@@ -1,4 +1,4 @@
-// CartPoleEnv: N CartPole-v1 environments resident on the GPU (issue 7). Owns the device
+// CartPoleEnv: N CartPole-v1 environments resident on the GPU. Owns the device
 // state (struct of arrays), the step outputs and the episode statistics; every allocation
 // happens in the constructor. reset() is a setup call; step() and collect_episode_stats() only
 // enqueue kernels on the given stream (no allocation, no copy, no sync), so a collection step

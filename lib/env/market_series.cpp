@@ -14,7 +14,7 @@
 #include <system_error>
 #include <utility>
 
-#include "lib/core/error.h"
+#include "kernels/core/error.h"
 
 namespace resident {
 

@@ -1,4 +1,4 @@
-// MarketSeries: the host copy of a market the trading environment runs on (issue 7), its two
+// MarketSeries: the host copy of a market the trading environment runs on, its two
 // sources -- a CSV file of prices and features, or a seeded synthetic generator with regimes
 // and a learnable signal -- and the z-score normalization of its features. The environment
 // uploads the normalized features and the returns once, in the "setup" phase.

@@ -4,8 +4,8 @@
 #include <limits>
 #include <string>
 
-#include "lib/core/error.h"
-#include "lib/core/philox.h"
+#include "kernels/core/error.h"
+#include "kernels/core/philox.h"
 
 namespace resident {
 

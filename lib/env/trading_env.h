@@ -1,4 +1,4 @@
-// TradingEnv: N trading environments (issue 7) on the GPU over one device-resident market
+// TradingEnv: N trading environments on the GPU over one device-resident market
 // series. Semantics, starts and float order are tests/reference/trading_reference.h's; the
 // start of episode e of env n comes from Philox keyed by (mix_seed(seed, stream_id), n, e) with
 // e a device-resident per-env episode counter (kernels/env/trading_step.h), so a CUDA-graph

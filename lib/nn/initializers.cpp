@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <limits>
 
-#include "lib/core/error.h"
+#include "kernels/core/error.h"
 
 namespace resident::nn {
 

@@ -9,7 +9,7 @@
 #include <cstddef>
 
 #include "lib/core/stream.h"
-#include "lib/nn/grad_mode.h"
+#include "kernels/core/grad_mode.h"
 
 namespace resident::nn {
 

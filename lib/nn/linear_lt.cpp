@@ -7,7 +7,7 @@
 #include <utility>
 
 #include "lib/core/library_checks.h"
-#include "lib/core/nvtx_range.h"
+#include "kernels/core/nvtx_range.h"
 
 namespace resident::nn {
 

@@ -37,7 +37,7 @@
 
 #include "kernels/nn/activation.h"
 #include "lib/core/stream.h"
-#include "lib/nn/grad_mode.h"
+#include "kernels/core/grad_mode.h"
 #include "lib/nn/linear.h"
 
 namespace resident::nn {

@@ -6,7 +6,7 @@
 #include <random>
 #include <string>
 
-#include "lib/core/error.h"
+#include "kernels/core/error.h"
 #include "kernels/nn/bias.h"
 #include "kernels/nn/bias_activation.h"
 #include "kernels/nn/mlp_forward_fused.h"
@@ -141,8 +141,8 @@ void Mlp::bind(ScratchArena& arena) {
     prepare_batch(max_batch_);
   }
   // The fused forward only where its shared memory fits the default 48 KiB: the DQN Q-network
-  // (64-128-128-3, 134 KB opted in) measured slower fused than on the GEMM path (H200, session
-  // 4: DQN epoch 46.5 vs 44.3 ms; 2 blocks of 32 rows per multiprocessor at most), and ncu cannot
+  // (64-128-128-3, 134 KB opted in) measured slower fused than on the GEMM path (H200:
+  // DQN epoch 46.5 vs 44.3 ms; 2 blocks of 32 rows per multiprocessor at most), and ncu cannot
   // replay a graph node that opted in.
   fused_forward_ = config_.backend == GemmBackend::Cublas && config_.bias &&
                    kernels::fused_mlp_forward_supports(config_.widths) &&

@@ -5,8 +5,8 @@
 #include <utility>
 
 #include "kernels/nn/global_norm.h"
-#include "lib/core/error.h"
-#include "lib/core/nvtx_range.h"
+#include "kernels/core/error.h"
+#include "kernels/core/nvtx_range.h"
 #include "lib/nn/slab_checkpoint.h"
 
 namespace resident::nn {

@@ -3,7 +3,7 @@
 #include "kernels/nn/losses.h"
 #include "kernels/nn/mlp_train_step_fused.h"
 #include "kernels/nn/mse_loss_fused.h"
-#include "lib/core/error.h"
+#include "kernels/core/error.h"
 #include "lib/core/library_checks.h"
 
 namespace resident::nn {

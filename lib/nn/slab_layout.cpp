@@ -4,7 +4,7 @@
 #include <limits>
 #include <utility>
 
-#include "lib/core/error.h"
+#include "kernels/core/error.h"
 
 namespace resident::nn {
 

@@ -5,7 +5,7 @@
 #include <string>
 #include <utility>
 
-#include "lib/core/error.h"
+#include "kernels/core/error.h"
 #include "lib/replay/unit_uniform.h"
 
 namespace resident {

@@ -4,7 +4,7 @@
 #include <string>
 
 #include "kernels/replay/replay_kernels.h"
-#include "lib/core/error.h"
+#include "kernels/core/error.h"
 #include "lib/replay/tree_layout.h"
 
 namespace resident {

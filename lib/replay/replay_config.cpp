@@ -5,7 +5,7 @@
 #include <string>
 #include <system_error>
 
-#include "lib/core/error.h"
+#include "kernels/core/error.h"
 
 namespace resident {
 

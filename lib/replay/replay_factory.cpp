@@ -2,7 +2,7 @@
 
 #include <cstdio>
 
-#include "lib/core/error.h"
+#include "kernels/core/error.h"
 
 namespace resident {
 

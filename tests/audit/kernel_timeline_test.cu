@@ -2,7 +2,7 @@
 // the GPU's ns clock, so the spin does not depend on the SM clock) come back in launch order,
 // with durations near the spin, without overlap on one stream; a kernel on a second stream
 // overlaps a long one; the kernels of a CUDA graph replay carry graph ids and share the
-// launch's correlation id (what bench/dqn_step_timeline splits steps by); the record cap counts
+// launch's correlation id (what dev/dqn_step_timeline splits steps by); the record cap counts
 // what it drops; and the timeline and the audit Tracer refuse to run beside each other.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>

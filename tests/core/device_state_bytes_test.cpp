@@ -2,6 +2,8 @@
 // records round-trip; a count, element-size or length mismatch, a truncated record and leftover
 // bytes are each rejected with a message naming the owner and the record; staged actions run
 // only at commit(), in order.
+#include "lib/core/device_state_bytes.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -9,8 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "lib/core/device_state_bytes.h"
-#include "lib/core/error.h"
+#include "kernels/core/error.h"
 
 namespace {
 

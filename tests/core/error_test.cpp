@@ -1,10 +1,11 @@
 // resident::Error and the check macros, without a GPU: error names and descriptions come
 // from the runtime's tables, which need no device.
+#include "kernels/core/error.h"
+
 #include <gtest/gtest.h>
 
 #include <string>
 
-#include "lib/core/error.h"
 #include "lib/core/library_checks.h"
 
 namespace {

@@ -1,13 +1,12 @@
 // Deliberately failing calls on a real GPU throw resident::Error naming the call, the
 // error and the file:line of the check.
-#include <gtest/gtest.h>
-
 #include <cupti.h>
+#include <gtest/gtest.h>
 
 #include <string>
 
+#include "kernels/core/error.h"
 #include "lib/core/driver_api.h"
-#include "lib/core/error.h"
 #include "lib/core/library_checks.h"
 #include "tests/support/gpu.h"
 

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "kernels/core/philox.cuh"
+#include "kernels/core/philox.h"
 #include "lib/core/device_buffer.h"
-#include "lib/core/philox.h"
 #include "tests/reference/philox_reference.h"
 #include "tests/support/gpu.h"
 

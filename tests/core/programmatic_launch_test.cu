@@ -12,7 +12,7 @@
 // And after a cross-stream event wait (the trainer's fork and join), eagerly and captured, the
 // waiting reader still reads the other stream's result.
 // A cooperative launch with the programmatic attribute is accepted but was stream-ordered on the
-// H200 (session 10: an impatient cooperative reader read the result in all five runs, three
+// H200 (an impatient cooperative reader read the result in all five runs, three
 // alone, one with eager module loading, one under ctest), so there is no overlap control for
 // it: CooperativeLaunchWaitsToo checks only that its wait is correct.
 // Sanitizers serialize kernels: run them with -*WithoutTheWait*.
@@ -23,8 +23,8 @@
 #include <vector>
 
 #include "kernels/core/programmatic_launch.cuh"
+#include "kernels/core/programmatic_launch.h"
 #include "lib/core/device_buffer.h"
-#include "lib/core/programmatic_launch.h"
 #include "lib/core/stream.h"
 #include "tests/support/gpu.h"
 

@@ -17,8 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "kernels/core/philox.h"
 #include "lib/core/device_buffer.h"
-#include "lib/core/philox.h"
 #include "lib/core/stream.h"
 #include "lib/env/cartpole_env.h"
 #include "tests/reference/cartpole_reference.h"

@@ -20,8 +20,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "kernels/core/error.h"
 #include "lib/core/device_buffer.h"
-#include "lib/core/error.h"
 #include "lib/core/stream.h"
 #include "lib/env/market_series.h"
 #include "lib/env/trading_env.h"

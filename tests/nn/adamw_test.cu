@@ -37,10 +37,10 @@
 #include <tuple>
 #include <vector>
 
+#include "kernels/core/error.h"
 #include "kernels/nn/adamw.h"
 #include "kernels/nn/global_norm.h"
 #include "lib/core/device_buffer.h"
-#include "lib/core/error.h"
 #include "lib/core/scalar_readback.h"
 #include "lib/core/stream.h"
 #include "lib/nn/param_slab.h"

@@ -16,10 +16,10 @@
 #include <tuple>
 #include <vector>
 
+#include "kernels/core/error.h"
 #include "kernels/nn/bias.h"
 #include "kernels/nn/bias_activation.h"
 #include "lib/core/device_buffer.h"
-#include "lib/core/error.h"
 #include "lib/core/stream.h"
 #include "tests/nn/nn_test_support.h"
 #include "tests/reference/nn_reference.h"

@@ -24,9 +24,9 @@
 #include <random>
 #include <vector>
 
+#include "kernels/core/philox.h"
 #include "kernels/nn/dropout.h"
 #include "lib/core/device_buffer.h"
-#include "lib/core/philox.h"
 #include "lib/core/stream.h"
 #include "tests/nn/nn_test_support.h"
 #include "tests/reference/nn_reference.h"

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "kernels/nn/mlp_train_step_fused.h"
-#include "lib/core/error.h"
+#include "kernels/core/error.h"
 
 namespace resident::test::fused_step_support {
 

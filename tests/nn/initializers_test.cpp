@@ -25,7 +25,7 @@
 #include <utility>
 #include <vector>
 
-#include "lib/core/error.h"
+#include "kernels/core/error.h"
 #include "lib/nn/mlp.h"
 #include "lib/nn/param_slab.h"
 #include "tests/reference/nn_reference.h"

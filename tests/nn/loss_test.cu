@@ -23,10 +23,10 @@
 #include <string>
 #include <vector>
 
+#include "kernels/core/error.h"
 #include "kernels/nn/categorical.h"
 #include "kernels/nn/losses.h"
 #include "lib/core/device_buffer.h"
-#include "lib/core/error.h"
 #include "lib/core/stream.h"
 #include "tests/nn/nn_test_support.h"
 #include "tests/reference/nn_reference.h"

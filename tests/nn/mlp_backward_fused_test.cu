@@ -21,10 +21,10 @@
 #include <tuple>
 #include <vector>
 
+#include "kernels/core/error.h"
 #include "kernels/nn/mlp_backward_fused.h"
 #include "kernels/nn/mlp_forward_fused.h"
 #include "lib/core/device_buffer.h"
-#include "lib/core/error.h"
 #include "lib/core/stream.h"
 #include "tests/nn/nn_test_support.h"
 #include "tests/support/gpu.h"

@@ -14,15 +14,15 @@
 
 #include <cmath>
 #include <cstdio>
-#include <random>
 #include <iterator>
+#include <random>
 #include <string>
 #include <tuple>
 #include <vector>
 
+#include "kernels/core/error.h"
 #include "kernels/nn/mlp_forward_fused.h"
 #include "lib/core/device_buffer.h"
-#include "lib/core/error.h"
 #include "lib/core/stream.h"
 #include "tests/nn/nn_test_support.h"
 #include "tests/reference/nn_reference.h"

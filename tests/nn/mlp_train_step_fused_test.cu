@@ -15,15 +15,15 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <cstdint>
+#include <cstdio>
 #include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "kernels/core/error.h"
 #include "kernels/nn/mlp_train_step_fused.h"
-#include "lib/core/error.h"
 #include "lib/core/scalar_readback.h"
 #include "lib/nn/mlp.h"
 #include "lib/nn/regression_step.h"

@@ -20,10 +20,10 @@
 #include <string>
 #include <vector>
 
+#include "kernels/core/error.h"
 #include "kernels/nn/losses.h"
 #include "kernels/nn/mse_loss_fused.h"
 #include "lib/core/device_buffer.h"
-#include "lib/core/error.h"
 #include "lib/core/library_checks.h"
 #include "lib/core/stream.h"
 #include "tests/nn/nn_test_support.h"

@@ -18,19 +18,19 @@
 // Determinism: the same launches twice give bit-identical outputs.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <iterator>
 #include <random>
-#include <algorithm>
 #include <string>
 #include <vector>
 
+#include "kernels/core/error.h"
 #include "kernels/nn/column_partials.h"
 #include "kernels/nn/layer_norm.h"
 #include "kernels/nn/rms_norm.h"
 #include "lib/core/device_buffer.h"
-#include "lib/core/error.h"
 #include "lib/core/stream.h"
 #include "tests/nn/nn_test_support.h"
 #include "tests/reference/nn_reference.h"

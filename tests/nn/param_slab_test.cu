@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "lib/core/error.h"
+#include "kernels/core/error.h"
 #include "lib/core/scalar_readback.h"
 #include "lib/core/stream.h"
 #include "lib/nn/param_slab.h"

@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "lib/core/error.h"
+#include "kernels/core/error.h"
 #include "tests/reference/finite_difference.h"
 #include "tests/reference/nn_reference.h"
 

@@ -14,7 +14,7 @@
 #include <random>
 #include <vector>
 
-#include "lib/core/error.h"
+#include "kernels/core/error.h"
 #include "tests/reference/nn_reference.h"
 
 namespace {

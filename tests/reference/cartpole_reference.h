@@ -1,4 +1,4 @@
-// CartPole-v1 on the CPU: the oracle of the GPU CartPole environment (issue 7). The dynamics
+// CartPole-v1 on the CPU: the oracle of the GPU CartPole environment. The dynamics
 // are gym's CartPoleEnv.step with the "euler" kinematics integrator, the TimeLimit of 500
 // steps, and a reset state uniform in [-0.05, 0.05]^4. They are defined for Real = float (the
 // GPU's precision; a kernel that follows the order below matches it bit for bit) and for

@@ -1,5 +1,5 @@
 // GAE(lambda) (Schulman et al. 2016) over a rollout of T steps of N environments, and the
-// advantage normalization of PPO: the oracle of the GPU GAE kernel (issue 8). Double precision.
+// advantage normalization of PPO: the oracle of the GPU GAE kernel. Double precision.
 //
 // Layout: time-major, element (t, n) at index t * N + n.
 //

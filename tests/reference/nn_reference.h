@@ -1,4 +1,4 @@
-// Plain C++ double-precision forward and backward of every op of the nn kit (issue 6): the
+// Plain C++ double-precision forward and backward of every op of the nn kit: the
 // oracles of the GPU nn tests. Written for clarity, not speed; each backward is checked against
 // central finite differences (tests/nn/reference_gradcheck_test.cpp).
 //

@@ -1,6 +1,6 @@
 #include "tests/reference/nn_reference_checks.h"
 
-#include "lib/core/error.h"
+#include "kernels/core/error.h"
 
 namespace resident::reference::detail {
 

@@ -1,5 +1,5 @@
 // PPO's clipped objective and its gradients, the sampler's inverse CDF and the permutation
-// keys, in double precision: the oracles of kernels/rl/ppo (issue 8).
+// keys, in double precision: the oracles of kernels/rl/ppo.
 //
 // Per row i of a minibatch of B, with r = exp(lp - lp_old), c = clip:
 //   policy_i = max(-A r, -A clamp(r, 1 - c, 1 + c))

@@ -1,4 +1,4 @@
-// The trading environment of issue 7 on the CPU: N environments over one market series stepping
+// The trading environment on the CPU: N environments over one market series stepping
 // together, struct of arrays, exactly as the GPU kernel does it (one env's state per warp's lane 0), in
 // float, so that the kernel can match it bit for bit. Also the earnings of the oracle policy
 // that knows the signal, so that a learning test can say what the best simple policy earns.

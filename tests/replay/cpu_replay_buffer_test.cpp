@@ -14,7 +14,7 @@
 #include <random>
 #include <vector>
 
-#include "lib/core/error.h"
+#include "kernels/core/error.h"
 #include "lib/replay/unit_uniform.h"
 #include "tests/replay/replay_test_config.h"
 

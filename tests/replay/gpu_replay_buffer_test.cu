@@ -9,11 +9,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdio>
 #include <iterator>
 #include <limits>
 #include <random>
-#include <cstddef>
 #include <string>
 #include <tuple>
 #include <vector>

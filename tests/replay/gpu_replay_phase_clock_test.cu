@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "kernels/core/error.h"
 #include "lib/core/device_buffer.h"
-#include "lib/core/error.h"
 #include "lib/core/stream.h"
 #include "lib/replay/gpu_replay_buffer.h"
 #include "tests/support/gpu.h"

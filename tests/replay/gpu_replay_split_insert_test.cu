@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "lib/core/error.h"
+#include "kernels/core/error.h"
 #include "lib/core/stream.h"
 #include "tests/replay/gpu_replay_test_support.h"
 #include "tests/support/gpu.h"

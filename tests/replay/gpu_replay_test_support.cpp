@@ -5,7 +5,7 @@
 #include <cmath>
 #include <sstream>
 
-#include "lib/core/error.h"
+#include "kernels/core/error.h"
 
 namespace resident::test {
 

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "lib/core/error.h"
+#include "kernels/core/error.h"
 
 namespace {
 

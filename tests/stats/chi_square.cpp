@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "lib/core/error.h"
+#include "kernels/core/error.h"
 #include "tests/stats/incomplete_gamma.h"
 
 namespace resident::stats {

@@ -7,7 +7,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "lib/core/error.h"
+#include "kernels/core/error.h"
 
 namespace {
 

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "lib/core/error.h"
+#include "kernels/core/error.h"
 #include "tests/stats/kolmogorov.h"
 
 namespace resident::stats {

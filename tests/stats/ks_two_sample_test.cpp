@@ -13,7 +13,7 @@
 #include <random>
 #include <vector>
 
-#include "lib/core/error.h"
+#include "kernels/core/error.h"
 #include "tests/stats/kolmogorov.h"
 
 namespace {

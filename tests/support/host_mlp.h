@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "lib/core/error.h"
+#include "kernels/core/error.h"
 #include "lib/nn/param_slab.h"
 
 namespace resident::test {

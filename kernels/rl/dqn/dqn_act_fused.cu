@@ -18,8 +18,8 @@
 
 #include "kernels/nn/fused_step_phases.cuh"
 #include "kernels/rl/dqn/epsilon_greedy_action.cuh"
-#include "lib/core/error.h"
-#include "lib/core/nvtx_range.h"
+#include "kernels/core/error.h"
+#include "kernels/core/nvtx_range.h"
 
 namespace resident::kernels::dqn {
 

@@ -8,8 +8,8 @@
 
 #include "kernels/nn/huber.cuh"
 #include "kernels/rl/dqn/greedy_action.cuh"
-#include "lib/core/error.h"
-#include "lib/core/nvtx_range.h"
+#include "kernels/core/error.h"
+#include "kernels/core/nvtx_range.h"
 
 namespace resident::kernels::dqn {
 

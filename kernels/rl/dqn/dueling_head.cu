@@ -3,8 +3,8 @@
 #include "kernels/rl/dqn/dueling_head.h"
 
 #include "kernels/core/launch_config.h"
-#include "lib/core/error.h"
-#include "lib/core/nvtx_range.h"
+#include "kernels/core/error.h"
+#include "kernels/core/nvtx_range.h"
 
 namespace resident::kernels::dqn {
 

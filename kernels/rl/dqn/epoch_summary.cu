@@ -1,8 +1,8 @@
 // Epoch summary: a single thread. Contract in epoch_summary.h.
 #include "kernels/rl/dqn/epoch_summary.h"
 
-#include "lib/core/error.h"
-#include "lib/core/nvtx_range.h"
+#include "kernels/core/error.h"
+#include "kernels/core/nvtx_range.h"
 
 namespace resident::kernels::dqn {
 

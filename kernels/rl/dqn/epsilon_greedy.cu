@@ -3,8 +3,8 @@
 
 #include "kernels/core/launch_config.h"
 #include "kernels/rl/dqn/epsilon_greedy_action.cuh"
-#include "lib/core/error.h"
-#include "lib/core/nvtx_range.h"
+#include "kernels/core/error.h"
+#include "kernels/core/nvtx_range.h"
 
 namespace resident::kernels::dqn {
 

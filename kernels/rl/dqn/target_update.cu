@@ -5,8 +5,8 @@
 
 #include "kernels/core/launch_config.h"
 #include "kernels/rl/dqn/target_update_element.cuh"
-#include "lib/core/error.h"
-#include "lib/core/nvtx_range.h"
+#include "kernels/core/error.h"
+#include "kernels/core/nvtx_range.h"
 
 namespace resident::kernels::dqn {
 

@@ -2,8 +2,8 @@
 // fixed tree adds the counts, thread 0 updates the accumulators. Contract in train_metrics.h.
 #include "kernels/rl/dqn/train_metrics.h"
 
-#include "lib/core/error.h"
-#include "lib/core/nvtx_range.h"
+#include "kernels/core/error.h"
+#include "kernels/core/nvtx_range.h"
 
 namespace resident::kernels::dqn {
 

@@ -19,8 +19,8 @@
 #include "kernels/nn/categorical_row.cuh"
 #include "kernels/nn/row_reduce.cuh"
 #include "kernels/rl/ppo/ppo_loss_row.cuh"
-#include "lib/core/error.h"
-#include "lib/core/nvtx_range.h"
+#include "kernels/core/error.h"
+#include "kernels/core/nvtx_range.h"
 
 namespace resident::kernels::ppo {
 

@@ -2,8 +2,8 @@
 #include "kernels/rl/ppo/episode_stats_delta.h"
 
 #include "kernels/env/episode_totals.cuh"
-#include "lib/core/error.h"
-#include "lib/core/nvtx_range.h"
+#include "kernels/core/error.h"
+#include "kernels/core/nvtx_range.h"
 
 namespace resident::kernels::ppo {
 

@@ -4,8 +4,8 @@
 #include <string>
 
 #include "kernels/core/launch_config.h"
-#include "lib/core/error.h"
-#include "lib/core/nvtx_range.h"
+#include "kernels/core/error.h"
+#include "kernels/core/nvtx_range.h"
 
 namespace resident::kernels::ppo {
 
@@ -13,8 +13,8 @@ namespace {
 
 constexpr unsigned kThreads = 128;
 // Steps whose inputs a thread loads before walking them: the loads do not depend on the
-// recurrence, so a batch costs one memory round trip instead of one per step (ncu on the H200,
-// session 4: 141 us for 128 x 4096, the latency of 128 dependent iterations).
+// recurrence, so a batch costs one memory round trip instead of one per step (ncu on the H200:
+// 141 us for 128 x 4096, the latency of 128 dependent iterations).
 constexpr std::size_t kPrefetch = 8;
 
 __global__ void __launch_bounds__(kThreads)

@@ -5,8 +5,8 @@
 #include <cub/block/block_reduce.cuh>
 #include <string>
 
-#include "lib/core/error.h"
-#include "lib/core/nvtx_range.h"
+#include "kernels/core/error.h"
+#include "kernels/core/nvtx_range.h"
 
 namespace resident::kernels::ppo {
 

@@ -8,8 +8,8 @@
 
 #include "kernels/core/launch_config.h"
 #include "kernels/core/philox.cuh"
-#include "lib/core/error.h"
-#include "lib/core/nvtx_range.h"
+#include "kernels/core/error.h"
+#include "kernels/core/nvtx_range.h"
 
 namespace resident::kernels::ppo {
 

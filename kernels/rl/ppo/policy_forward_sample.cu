@@ -9,8 +9,8 @@
 
 #include "kernels/nn/mlp_forward_fused.cuh"
 #include "kernels/rl/ppo/categorical_sample.cuh"
-#include "lib/core/error.h"
-#include "lib/core/nvtx_range.h"
+#include "kernels/core/error.h"
+#include "kernels/core/nvtx_range.h"
 
 namespace resident::kernels::ppo {
 

@@ -8,8 +8,8 @@
 #include <string>
 
 #include "kernels/rl/ppo/ppo_loss_row.cuh"
-#include "lib/core/error.h"
-#include "lib/core/nvtx_range.h"
+#include "kernels/core/error.h"
+#include "kernels/core/nvtx_range.h"
 
 namespace resident::kernels::ppo {
 
@@ -63,7 +63,7 @@ __global__ void __launch_bounds__(kThreads)
 std::size_t ppo_loss_blocks(std::size_t batch) {
   // One tile of kThreads rows per block up to kMaxBlocks (the PPO minibatch of 131072 rows: 512
   // blocks). Four tiles per block (128 blocks) made the fused loss a chain of 4 x 3 barriers per
-  // block: 37.6 us on the H200 (ncu, session 4), slower than its three separate kernels.
+  // block: 37.6 us on the H200 (ncu), slower than its three separate kernels.
   return std::clamp<std::size_t>((batch + kThreads - 1) / kThreads, 1, kMaxBlocks);
 }
 

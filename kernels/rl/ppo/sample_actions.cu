@@ -5,8 +5,8 @@
 
 #include "kernels/core/launch_config.h"
 #include "kernels/rl/ppo/categorical_sample.cuh"
-#include "lib/core/error.h"
-#include "lib/core/nvtx_range.h"
+#include "kernels/core/error.h"
+#include "kernels/core/nvtx_range.h"
 
 namespace resident::kernels::ppo {
 

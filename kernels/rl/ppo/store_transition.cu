@@ -2,8 +2,8 @@
 #include "kernels/rl/ppo/store_transition.h"
 
 #include "kernels/core/launch_config.h"
-#include "lib/core/error.h"
-#include "lib/core/nvtx_range.h"
+#include "kernels/core/error.h"
+#include "kernels/core/nvtx_range.h"
 
 namespace resident::kernels::ppo {
 

@@ -10,7 +10,7 @@
 #include <iterator>
 #include <system_error>
 
-#include "lib/core/error.h"
+#include "kernels/core/error.h"
 
 namespace resident::rl {
 

@@ -5,7 +5,7 @@
 #include <sstream>
 #include <string>
 
-#include "lib/core/error.h"
+#include "kernels/core/error.h"
 #include "lib/replay/gpu_replay_buffer.h"
 
 namespace resident::rl {

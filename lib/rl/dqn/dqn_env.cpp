@@ -2,7 +2,7 @@
 
 #include <vector>
 
-#include "lib/core/philox.h"
+#include "kernels/core/philox.h"
 
 namespace resident::rl {
 

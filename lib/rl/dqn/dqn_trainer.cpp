@@ -14,9 +14,9 @@
 #include "kernels/rl/dqn/target_update.h"
 #include "kernels/rl/dqn/train_metrics.h"
 #include "kernels/rl/dqn/transition_assembly.h"
-#include "lib/core/error.h"
-#include "lib/core/nvtx_range.h"
-#include "lib/core/philox.h"
+#include "kernels/core/error.h"
+#include "kernels/core/nvtx_range.h"
+#include "kernels/core/philox.h"
 #include "lib/nn/regression_step.h"
 #include "lib/replay/cpu_replay_buffer.h"
 
@@ -218,7 +218,7 @@ void DqnTrainer::collect_step(bool tracker_beside, bool& tracker_forked) {
   // The tracker reads the env's rewards and end flags (the insert only reads them too) and its
   // own state; the next step's policy reads its step counter, after the join. Beside, it runs on
   // the metrics stream, free by then (on the side stream, behind the insert's tree work, a
-  // multi-step graph launched it only after the gradient step: session 15's timelines).
+  // multi-step graph launched it only after the gradient step: dev/dqn_step_timeline shows it).
   cudaStream_t tracker_stream = s;
   if (tracker_beside) {
     tracker_fork_.record(s);

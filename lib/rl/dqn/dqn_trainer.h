@@ -1,4 +1,4 @@
-// DqnTrainer: double DQN with prioritized replay, entirely on the GPU (issue 7).
+// DqnTrainer: double DQN with prioritized replay, entirely on the GPU.
 //
 //   DqnTrainer trainer(config);                 // setup: allocations, env reset, init, uploads
 //   for (...) { DqnEpochMetrics m = trainer.train_epoch(); }

@@ -6,7 +6,7 @@
 #include <system_error>
 #include <vector>
 
-#include "lib/core/error.h"
+#include "kernels/core/error.h"
 #include "lib/nn/slab_checkpoint.h"
 #include "lib/rl/dqn/dqn_checkpoint.h"
 #include "lib/rl/dqn/dqn_trainer.h"

@@ -4,7 +4,7 @@
 #include <utility>
 
 #include "kernels/rl/dqn/dueling_head.h"
-#include "lib/core/error.h"
+#include "kernels/core/error.h"
 
 namespace resident::rl {
 

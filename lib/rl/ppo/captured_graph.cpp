@@ -2,7 +2,7 @@
 
 #include <utility>
 
-#include "lib/core/error.h"
+#include "kernels/core/error.h"
 
 namespace resident::ppo {
 

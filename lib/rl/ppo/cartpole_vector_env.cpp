@@ -3,7 +3,7 @@
 #include <cstring>
 #include <string>
 
-#include "lib/core/error.h"
+#include "kernels/core/error.h"
 
 namespace resident::ppo {
 

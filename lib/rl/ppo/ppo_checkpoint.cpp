@@ -8,7 +8,7 @@
 #include <cstring>
 #include <fstream>
 
-#include "lib/core/error.h"
+#include "kernels/core/error.h"
 
 namespace resident::ppo {
 

@@ -6,7 +6,7 @@
 #include <sstream>
 #include <string>
 
-#include "lib/core/error.h"
+#include "kernels/core/error.h"
 
 namespace resident::ppo {
 

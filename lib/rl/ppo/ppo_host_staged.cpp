@@ -12,8 +12,8 @@
 #include <numeric>
 
 #include "kernels/rl/ppo/sample_actions.h"
-#include "lib/core/error.h"
-#include "lib/core/nvtx_range.h"
+#include "kernels/core/error.h"
+#include "kernels/core/nvtx_range.h"
 #include "lib/rl/ppo/ppo_trainer.h"
 
 namespace resident::ppo {

@@ -12,9 +12,9 @@
 #include "kernels/rl/ppo/policy_forward_sample.h"
 #include "kernels/rl/ppo/sample_actions.h"
 #include "kernels/rl/ppo/store_transition.h"
-#include "lib/core/error.h"
-#include "lib/core/nvtx_range.h"
-#include "lib/core/philox.h"
+#include "kernels/core/error.h"
+#include "kernels/core/nvtx_range.h"
+#include "kernels/core/philox.h"
 #include "lib/rl/ppo/ppo_init.h"
 
 namespace resident::ppo {

@@ -2,8 +2,8 @@
 #include <filesystem>
 #include <sstream>
 
-#include "lib/core/error.h"
-#include "lib/core/nvtx_range.h"
+#include "kernels/core/error.h"
+#include "kernels/core/nvtx_range.h"
 #include "lib/nn/slab_checkpoint.h"
 #include "lib/rl/ppo/ppo_checkpoint.h"
 #include "lib/rl/ppo/ppo_trainer.h"

@@ -7,7 +7,7 @@
 
 #include "kernels/rl/ppo/episode_stats_delta.h"
 #include "lib/core/device_state_bytes.h"
-#include "lib/core/error.h"
+#include "kernels/core/error.h"
 
 namespace resident::ppo {
 

@@ -23,10 +23,10 @@
 #include <string>
 #include <vector>
 
+#include "kernels/core/error.h"
 #include "kernels/nn/mlp_train_step_fused.h"
 #include "kernels/rl/dqn/dqn_act_fused.h"
 #include "lib/core/device_buffer.h"
-#include "lib/core/error.h"
 #include "lib/nn/mlp.h"
 #include "tests/nn/fused_step_test_support.h"
 #include "tests/nn/mlp_reference_support.h"

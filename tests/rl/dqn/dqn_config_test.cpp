@@ -1,15 +1,16 @@
 // CPU tests of the DQN trainer's host parts: config validation (every bad field named with its
 // value and allowed range), the config hash, and the checkpoint file format (round trip, atomic
 // write, and the errors for a foreign, corrupt, truncated, newer or mismatched file).
+#include "lib/rl/dqn/dqn_config.h"
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <string>
 #include <vector>
 
-#include "lib/core/error.h"
+#include "kernels/core/error.h"
 #include "lib/rl/dqn/dqn_checkpoint.h"
-#include "lib/rl/dqn/dqn_config.h"
 
 namespace {
 

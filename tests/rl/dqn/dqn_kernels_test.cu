@@ -12,16 +12,16 @@
 #include <string>
 #include <vector>
 
+#include "kernels/core/error.h"
 #include "kernels/rl/dqn/dqn_loss_head.h"
 #include "kernels/rl/dqn/dueling_head.h"
-#include "kernels/rl/dqn/epoch_summary.h"
 #include "kernels/rl/dqn/episode_tracker.h"
+#include "kernels/rl/dqn/epoch_summary.h"
 #include "kernels/rl/dqn/epsilon_greedy.h"
 #include "kernels/rl/dqn/target_update.h"
 #include "kernels/rl/dqn/train_metrics.h"
 #include "kernels/rl/dqn/transition_assembly.h"
 #include "lib/core/device_buffer.h"
-#include "lib/core/error.h"
 #include "lib/core/stream.h"
 #include "tests/nn/nn_test_support.h"
 #include "tests/reference/nn_reference.h"

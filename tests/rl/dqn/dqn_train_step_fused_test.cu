@@ -29,17 +29,17 @@
 #include <array>
 #include <bit>
 #include <cmath>
-#include <cstdio>
 #include <cstdint>
+#include <cstdio>
 #include <limits>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "kernels/core/error.h"
 #include "kernels/nn/mlp_train_step_fused.h"
 #include "kernels/rl/dqn/dqn_train_step_fused.h"
 #include "lib/core/device_buffer.h"
-#include "lib/core/error.h"
 #include "lib/core/scalar_readback.h"
 #include "lib/nn/mlp.h"
 #include "tests/nn/fused_step_test_support.h"

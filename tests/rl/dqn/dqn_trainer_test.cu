@@ -14,7 +14,7 @@
 
 #include "audit/testing.h"
 #include "audit/tracer.h"
-#include "lib/core/error.h"
+#include "kernels/core/error.h"
 #include "lib/rl/dqn/dqn_checkpoint.h"
 #include "lib/rl/dqn/dqn_trainer.h"
 #include "tests/support/gpu.h"

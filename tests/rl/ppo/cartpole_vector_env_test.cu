@@ -19,8 +19,8 @@
 #include <string>
 #include <vector>
 
+#include "kernels/core/error.h"
 #include "lib/core/device_buffer.h"
-#include "lib/core/error.h"
 #include "lib/core/stream.h"
 #include "lib/env/cartpole_env.h"
 #include "lib/rl/ppo/cartpole_vector_env.h"

@@ -17,11 +17,11 @@
 #include <tuple>
 #include <vector>
 
+#include "kernels/core/error.h"
 #include "kernels/nn/mlp_forward_fused.h"
 #include "kernels/rl/ppo/policy_forward_sample.h"
 #include "kernels/rl/ppo/sample_actions.h"
 #include "lib/core/device_buffer.h"
-#include "lib/core/error.h"
 #include "lib/core/stream.h"
 #include "tests/nn/nn_test_support.h"
 #include "tests/support/bitwise.h"

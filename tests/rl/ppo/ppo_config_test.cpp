@@ -2,6 +2,8 @@
 // AdamW configuration (CleanRL's lr annealing as the slab's device schedule), the config hash,
 // and the checkpoint file format on the host: round trip, atomic replacement, and clear errors
 // for a foreign, truncated, corrupted, other-version or other-config file.
+#include "lib/rl/ppo/ppo_config.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -12,9 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "lib/core/error.h"
+#include "kernels/core/error.h"
 #include "lib/rl/ppo/ppo_checkpoint.h"
-#include "lib/rl/ppo/ppo_config.h"
 
 namespace {
 

@@ -16,6 +16,8 @@
 #include <random>
 #include <vector>
 
+#include "kernels/core/error.h"
+#include "kernels/core/philox.h"
 #include "kernels/nn/categorical.h"
 #include "kernels/rl/ppo/categorical_ppo_loss.h"
 #include "kernels/rl/ppo/gae.h"
@@ -26,8 +28,6 @@
 #include "kernels/rl/ppo/sample_actions.h"
 #include "kernels/rl/ppo/store_transition.h"
 #include "lib/core/device_buffer.h"
-#include "lib/core/error.h"
-#include "lib/core/philox.h"
 #include "lib/core/stream.h"
 #include "tests/nn/nn_test_support.h"
 #include "tests/reference/gae_reference.h"

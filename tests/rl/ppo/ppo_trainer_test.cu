@@ -18,7 +18,7 @@
 
 #include "audit/testing.h"
 #include "audit/tracer.h"
-#include "lib/core/error.h"
+#include "kernels/core/error.h"
 #include "lib/rl/ppo/cartpole_vector_env.h"
 #include "lib/rl/ppo/ppo_checkpoint.h"
 #include "lib/rl/ppo/ppo_trainer.h"

@@ -17,9 +17,9 @@
 #include <string>
 #include <vector>
 
+#include "kernels/core/error.h"
 #include "kernels/rl/ppo/episode_stats_delta.h"
 #include "lib/core/device_buffer.h"
-#include "lib/core/error.h"
 #include "lib/rl/ppo/ppo_trainer.h"
 #include "lib/rl/ppo/trading_vector_env.h"
 #include "tests/support/gpu.h"

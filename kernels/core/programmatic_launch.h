@@ -5,10 +5,20 @@
 // with); benchmarks turn it off for a side-by-side row.
 #pragma once
 
+#include <atomic>
+
 namespace resident {
 
-bool programmatic_launches_enabled() noexcept;
-void set_programmatic_launches(bool enabled) noexcept;
+namespace detail {
+inline std::atomic<bool> programmatic_launches{true};
+}  // namespace detail
+
+inline bool programmatic_launches_enabled() noexcept {
+  return detail::programmatic_launches.load(std::memory_order_relaxed);
+}
+inline void set_programmatic_launches(bool enabled) noexcept {
+  detail::programmatic_launches.store(enabled, std::memory_order_relaxed);
+}
 
 // Sets the switch for a scope (a benchmark row, a test) and puts the previous setting back.
 class ProgrammaticLaunchScope {
