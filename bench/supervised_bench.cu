@@ -1,0 +1,157 @@
+// Supervised time-series models, each registered model at its small reference configuration,
+// batch 256, window L = 64, F = 32 input columns (the synthetic series, 20,000 steps, column 0
+// the target, horizon 1), AdamW + global-norm clip, MSE:
+//   supervised_step/resident/model:<m>  one train step as one CUDA-graph replay (zero grads,
+//     device gather of the batch through the epoch's permutation, forward, loss, backward, clip,
+//     AdamW); 20 steps back to back per timed window, reported per step; zero-transfer contract.
+//   supervised_step/host_fed/model:<m>  the same step as a typical PyTorch loop runs it: the
+//     batch assembled on the host, uploaded from pinned memory, eager kernels, the loss read back.
+//   supervised_epoch/resident/model:<m>, supervised_epoch/host_fed/model:<m>  one train_epoch()
+//     (every training window once, in a new shuffled order, then the validation pass) in each
+//     pipeline; the resident row runs under SupervisedEpochContract (2 scalar D2H, 0 bulk D2H,
+//     0 H2D, 2 waits).
+// Counters: windows_per_s (training windows per second of the timed part) and peak_device_bytes
+// (device memory the trainer holds: free memory before its construction minus after; nothing is
+// allocated after construction, so this is its peak; the dataset is counted separately in
+// dataset_device_bytes).
+#include <benchmark/benchmark.h>
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "bench/harness.h"
+#include "lib/core/stream.h"
+#include "lib/data/series_dataset.h"
+#include "lib/models/model_registry.h"
+#include "lib/models/supervised_trainer.h"
+
+namespace {
+
+using namespace resident;
+using namespace resident::models;
+
+constexpr int kStepsPerWindow = 20;
+
+SupervisedTrainerConfig bench_config(TrainerPipeline pipeline) {
+  SupervisedTrainerConfig c;
+  c.batch = 256;
+  c.window = 64;
+  c.horizon = 1;
+  c.epochs = 1000000;    // train_epoch() never reaches the epoch limit during a bench
+  c.patience = 1000000;  // nor the patience
+  c.seed = 7;
+  c.pipeline = pipeline;
+  return c;
+}
+
+std::size_t free_device_bytes() {
+  std::size_t free = 0, total = 0;
+  bench::check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  bench::check_cuda(cudaMemGetInfo(&free, &total), "cudaMemGetInfo");
+  return free;
+}
+
+// The dataset (built once per row; its device memory is measured too) and a trainer of `model`.
+struct BenchSetup {
+  BenchSetup(const std::string& model, TrainerPipeline pipeline)
+      : config(bench_config(pipeline)),
+        free_before_dataset(free_device_bytes()),
+        dataset(data::make_synthetic_series({.seed = 3, .steps = 20000, .features = 32}),
+                window_spec(config), stream.get()),
+        free_before_trainer(free_device_bytes()),
+        trainer(make_supervised_trainer(model, config, dataset)),
+        free_after_trainer(free_device_bytes()) {}
+
+  void set_memory_counters(benchmark::State& state) const {
+    const auto bytes = [](std::size_t before, std::size_t after) {
+      return static_cast<double>(before > after ? before - after : 0);
+    };
+    state.counters["peak_device_bytes"] = bytes(free_before_trainer, free_after_trainer);
+    state.counters["dataset_device_bytes"] = bytes(free_before_dataset, free_before_trainer);
+    state.counters["parameters"] = static_cast<double>(trainer->model().slab().total_elements());
+  }
+
+  SupervisedTrainerConfig config;
+  Stream stream;
+  std::size_t free_before_dataset;
+  data::SeriesDataset dataset;
+  std::size_t free_before_trainer;
+  std::unique_ptr<SupervisedTrainer> trainer;
+  std::size_t free_after_trainer;
+};
+
+void BM_step(benchmark::State& state, const std::string& model, TrainerPipeline pipeline) {
+  BenchSetup setup(model, pipeline);
+  SupervisedTrainer& trainer = *setup.trainer;
+  const bool resident = pipeline == TrainerPipeline::Resident;
+  bench::TimedPhase timed(state, resident ? "supervised/step" : "supervised/host_fed_step",
+                          resident ? bench::zero_transfer_contract() : audit::TransferContract{},
+                          trainer.context().stream());
+  std::size_t index = 0;
+  const auto window = [&] {
+    for (int i = 0; i < kStepsPerWindow; ++i) {
+      if (resident) {
+        trainer.resident_step();
+      } else {
+        (void)trainer.host_fed_step(index++);
+      }
+    }
+  };
+  timed.count_steps_per_iteration(kStepsPerWindow);
+  timed.warm_up(window, 2);
+  for (auto _ : state) timed.iteration(window);
+  timed.finish();
+  timed.set_rate("windows_per_s", static_cast<double>(setup.config.batch));
+  setup.set_memory_counters(state);
+  state.SetLabel(trainer.model().describe());
+}
+
+audit::TransferContract resident_epoch_contract() {
+  return {.phase = "supervised/epoch",
+          .max_d2h_scalar = SupervisedEpochContract::max_d2h_scalar,
+          .max_d2h_bulk = SupervisedEpochContract::max_d2h_bulk,
+          .max_h2d = SupervisedEpochContract::max_h2d,
+          .max_syncs = SupervisedEpochContract::max_syncs};
+}
+
+void BM_epoch(benchmark::State& state, const std::string& model, TrainerPipeline pipeline) {
+  BenchSetup setup(model, pipeline);
+  SupervisedTrainer& trainer = *setup.trainer;
+  const bool resident = pipeline == TrainerPipeline::Resident;
+  bench::TimedPhase timed(state, resident ? "supervised/epoch" : "supervised/host_fed_epoch",
+                          resident ? resident_epoch_contract() : audit::TransferContract{},
+                          trainer.context().stream());
+  const auto epoch = [&] { (void)trainer.train_epoch(); };
+  timed.warm_up(epoch, 1);
+  for (auto _ : state) timed.iteration(epoch);
+  timed.finish();
+  timed.set_rate("windows_per_s",
+                 static_cast<double>(trainer.steps_per_epoch() * setup.config.batch));
+  state.counters["steps_per_epoch"] = static_cast<double>(trainer.steps_per_epoch());
+  setup.set_memory_counters(state);
+  state.SetLabel(trainer.model().describe());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 2;
+  resident::bench::add_context();
+  for (const std::string& model : supervised_model_names()) {
+    for (const auto& [name, pipeline] :
+         {std::pair{"resident", TrainerPipeline::Resident},
+          std::pair{"host_fed", TrainerPipeline::HostFed}}) {
+      resident::bench::configure(benchmark::RegisterBenchmark(
+          "supervised_step/" + std::string(name) + "/model:" + model, BM_step, model, pipeline));
+      resident::bench::configure(benchmark::RegisterBenchmark(
+          "supervised_epoch/" + std::string(name) + "/model:" + model, BM_epoch, model, pipeline),
+          3);
+    }
+  }
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
