@@ -122,15 +122,13 @@ std::string SectionReader::get_string(const char* field) {
 
 void SectionReader::finish() const {
   if (offset_ != bytes_.size())
-    corrupt(std::to_string(bytes_.size() - offset_) + " bytes left over after the last field",
-            __LINE__);
+    corrupt(std::to_string(bytes_.size() - offset_) + " bytes left over after the last field");
 }
 
 void SectionReader::take(void* out, std::size_t n, const char* field) {
   if (bytes_.size() - offset_ < n)
     corrupt(std::string("truncated at ") + field + ": " + std::to_string(n) + " bytes needed, " +
-                std::to_string(bytes_.size() - offset_) + " left",
-            __LINE__);
+                std::to_string(bytes_.size() - offset_) + " left");
   if (n != 0) std::memcpy(out, bytes_.data() + offset_, n);
   offset_ += n;
 }
@@ -141,17 +139,21 @@ std::size_t SectionReader::array_count(const char* field, std::size_t element_by
   if (count > (bytes_.size() - offset_) / element_bytes)
     corrupt(std::string(field) + " claims " + std::to_string(count) + " elements of " +
                 std::to_string(element_bytes) + " bytes, " +
-                std::to_string(bytes_.size() - offset_) + " bytes left",
-            __LINE__);
+                std::to_string(bytes_.size() - offset_) + " bytes left");
   if (expected != kAnyCount && count != expected)
     corrupt(std::string(field) + " has " + std::to_string(count) + " elements, expected " +
-                std::to_string(expected),
-            __LINE__);
+                std::to_string(expected));
   return static_cast<std::size_t>(count);
 }
 
-void SectionReader::corrupt(const std::string& detail, int line) const {
-  throw Error("SectionReader(" + where_ + ")", "corrupt checkpoint", detail, __FILE__, line);
+void SectionReader::corrupt(const std::string& detail, std::source_location at) const {
+  throw Error("SectionReader(" + where_ + ")", "corrupt checkpoint", detail, at.file_name(),
+              static_cast<int>(at.line()));
+}
+
+void SectionReader::mismatch(const std::string& detail, std::source_location at) const {
+  throw Error("SectionReader(" + where_ + ")", "checkpoint mismatch", detail, at.file_name(),
+              static_cast<int>(at.line()));
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -31,13 +31,15 @@
 // "read_checkpoint(<path>)" or "write_checkpoint(<path>)" and error_name() one of "I/O error",
 // "not a checkpoint", "unsupported checkpoint version", "corrupt checkpoint" (truncated, trailing
 // bytes, malformed, checksum mismatch), "checkpoint kind mismatch", "missing section",
-// "invalid argument"; a SectionReader throws "corrupt checkpoint" naming the section and field.
+// "invalid argument"; a SectionReader throws "corrupt checkpoint" naming the section and field,
+// or "checkpoint mismatch" when an intact file holds state of another shape than the reader's.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <source_location>
 #include <span>
 #include <string>
 #include <string_view>
@@ -109,14 +111,36 @@ class SectionReader {
     take(values.data(), count * sizeof(T), field);
     return values;
   }
+  // The next array, which must hold `expected_count` elements: another count is state of another
+  // shape in an intact file, and throws "checkpoint mismatch" naming the field and both counts.
+  template <class T>
+  std::vector<T> get_array_matching(const char* field, std::size_t expected_count) {
+    static_assert(std::is_trivially_copyable_v<T>, "get_array() reads trivially copyable values");
+    const std::size_t count = array_count(field, sizeof(T), kAnyCount);
+    if (count != expected_count)
+      mismatch(std::string(field) + ": " + std::to_string(count) + " elements in the file, " +
+               std::to_string(expected_count) + " in the reader");
+    std::vector<T> values(count);
+    take(values.data(), count * sizeof(T), field);
+    return values;
+  }
   // Throws when bytes are left over (call it after the last field).
   void finish() const;
   std::size_t remaining() const noexcept { return bytes_.size() - offset_; }
+  // "<path> section \"<name>\"", for an owner's own errors about this section.
+  const std::string& where() const noexcept { return where_; }
+
+  // Errors of an owner that checks what it read: "corrupt checkpoint" (values no writer
+  // produces) or "checkpoint mismatch" (state of another shape or configuration), each with the
+  // call "SectionReader(<where()>)" and the caller's file and line.
+  [[noreturn]] void corrupt(const std::string& detail,
+                            std::source_location at = std::source_location::current()) const;
+  [[noreturn]] void mismatch(const std::string& detail,
+                             std::source_location at = std::source_location::current()) const;
 
  private:
   void take(void* out, std::size_t n, const char* field);
   std::size_t array_count(const char* field, std::size_t element_bytes, std::size_t expected);
-  [[noreturn]] void corrupt(const std::string& detail, int line) const;
 
   std::span<const std::byte> bytes_;
   std::string where_;

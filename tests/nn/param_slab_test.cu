@@ -379,7 +379,7 @@ TEST(ParamSlab, LoadOfAMismatchedOrCorruptFileThrowsAndChangesNothing) {
   {
     std::vector<char> foreign = bytes;
     foreign[0] = 'X';
-    expect_load_fails(victim, write("foreign.ckpt", foreign), "not a slab checkpoint");
+    expect_load_fails(victim, write("foreign.ckpt", foreign), "not a checkpoint");
   }
   expect_load_fails(victim, dir.path() / "missing.ckpt", "I/O error");
   // The good file still loads.

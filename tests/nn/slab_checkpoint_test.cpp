@@ -1,8 +1,9 @@
-// The slab checkpoint format without a GPU: a round trip is exact, the write is atomic (no
-// temporary left, an existing file replaced whole, a failed write leaves the old file), and every
-// kind of bad file throws resident::Error naming what is wrong: another layout (shape, name, decay
-// flag, tensor count), a foreign file, another version, a truncated or extended file, a flipped
-// bit anywhere (header or payload), a missing file.
+// The slab's checkpoint section and file without a GPU: a round trip is exact, the write is
+// atomic (no temporary left, an existing file replaced whole, a failed write leaves the old
+// file), a slab is one section of any container under the name its owner gives it, and every
+// kind of bad file throws resident::Error naming what is wrong: another layout (shape, name,
+// decay flag, tensor count), a foreign file, another kind or version, a truncated or extended
+// file, a flipped bit anywhere, a section whose fields no writer produces, a missing file.
 #include "lib/nn/slab_checkpoint.h"
 
 #include <gtest/gtest.h>
@@ -102,12 +103,49 @@ TEST_F(SlabCheckpoint, RoundTripIsExactAndLeavesNoTemporary) {
   EXPECT_TRUE(same_bits(back.m, state.m));
   EXPECT_TRUE(same_bits(back.v, state.v));
   EXPECT_EQ(std::distance(fs::directory_iterator(dir_), fs::directory_iterator()), 1);
-  // Header (32 fixed bytes + tensors, padded to 8) + 3 slabs + checksum.
-  std::size_t header = 32;
-  for (const nn::SlabTensor& t : layout.tensors())
-    header += 4 + t.name.size() + 1 + 4 + 8 * t.shape.size();
-  header = (header + 7) / 8 * 8;
-  EXPECT_EQ(fs::file_size(path), header + 3 * 4 * layout.total_elements() + 8);
+  const CheckpointFile file = CheckpointFile::read(path, "");
+  EXPECT_EQ(file.kind(), nn::kSlabCheckpointKind);
+  EXPECT_EQ(file.section_names(), std::vector<std::string>{nn::kSlabSection});
+}
+
+// A trainer's file holds its slabs as sections under its own names, beside its other sections.
+TEST_F(SlabCheckpoint, ASlabIsOneSectionOfAnyContainer) {
+  const nn::SlabLayout layout = make_layout();
+  nn::SlabLayout small;
+  small.add("w", {2, 3}, true);
+  const nn::SlabState online = make_state(layout, 1), target = make_state(small, 2);
+  const fs::path path = dir_ / "trainer.ckpt";
+  CheckpointWriter out("some-trainer");
+  out.add("online-slab", nn::slab_section(layout, online));
+  out.add("counters", SectionWriter().put<std::uint64_t>(7).take());
+  out.add("target-slab", nn::slab_section(small, target));
+  out.write(path);
+  const CheckpointFile file = CheckpointFile::read(path, "some-trainer");
+  const nn::SlabState a = nn::read_slab_section(file, "online-slab", layout);
+  const nn::SlabState b = nn::read_slab_section(file, "target-slab", small);
+  EXPECT_EQ(a.step, online.step);
+  EXPECT_TRUE(same_bits(a.params, online.params) && same_bits(a.v, online.v));
+  EXPECT_EQ(b.step, target.step);
+  EXPECT_TRUE(same_bits(b.m, target.m));
+  // The other slab's layout, under the same section name: named with the file and the section.
+  try {
+    (void)nn::read_slab_section(file, "target-slab", layout);
+    ADD_FAILURE() << "a slab of another layout was read";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.error_name(), "checkpoint mismatch") << error.what();
+    EXPECT_NE(std::string(error.what()).find("trainer.ckpt\" section \"target-slab\""),
+              std::string::npos)
+        << error.what();
+    EXPECT_NE(std::string(error.what()).find("\"w\" in the file, \"encoder.weight\" in the slab"),
+              std::string::npos)
+        << error.what();
+  }
+  try {
+    (void)nn::read_slab_section(file, "slab", layout);
+    ADD_FAILURE() << "a missing section was read";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.error_name(), "missing section") << error.what();
+  }
 }
 
 TEST_F(SlabCheckpoint, ASecondWriteReplacesTheFileWhole) {
@@ -167,12 +205,12 @@ TEST_F(SlabCheckpoint, BadFilesAreRejectedNamingWhatIsWrong) {
 
   std::vector<char> foreign = bytes;
   foreign[1] = 'Z';
-  expect_rejected(write_bytes("foreign", foreign), layout, "not a slab checkpoint");
+  expect_rejected(write_bytes("foreign", foreign), layout, "not a checkpoint");
 
   std::vector<char> version = bytes;
-  version[8] = 2;  // the version's low byte
+  version[8] = 2;  // the container version's low byte
   expect_rejected(write_bytes("version", version), layout,
-                  "file has version 2, this build reads 1");
+                  "version 2, this build reads version 1");
 
   expect_rejected(write_bytes("tiny", std::vector<char>(bytes.begin(), bytes.begin() + 20)), layout,
                   "truncated");
@@ -182,16 +220,66 @@ TEST_F(SlabCheckpoint, BadFilesAreRejectedNamingWhatIsWrong) {
   longer.insert(longer.end(), 8, '\0');
   expect_rejected(write_bytes("long", longer), layout, "trailing bytes");
 
-  std::vector<char> total = bytes;
-  total[16] ^= 0x40;  // the total element count
-  expect_rejected(write_bytes("total", total), layout, "corrupt checkpoint");
+  std::vector<char> payload = bytes;
+  payload[bytes.size() / 2] ^= 0x40;  // inside the slabs
+  expect_rejected(write_bytes("payload", payload), layout, "checksum mismatch");
 
-  std::vector<char> huge = bytes;
-  huge[23] = 0x7f;  // an enormous total: rejected before anything is allocated for it
-  expect_rejected(write_bytes("huge", huge), layout, "corrupt checkpoint");
+  // Another kind of checkpoint (an intact file) is not a slab.
+  CheckpointWriter other("dqn-trainer");
+  other.add(nn::kSlabSection, nn::slab_section(layout, make_state(layout, 1)));
+  other.write(dir_ / "other_kind");
+  expect_rejected(dir_ / "other_kind", layout,
+                  "the file is a \"dqn-trainer\" checkpoint, expected \"param-slab\"");
 
   expect_rejected(dir_ / "missing.ckpt", layout, "I/O error");
   expect_rejected(dir_, layout, "I/O error");  // a directory
+}
+
+// Intact files (the checksum holds) whose slab section holds fields no writer produces: each is
+// rejected naming the section and the field, before anything is allocated for a claimed size.
+TEST_F(SlabCheckpoint, MalformedSectionsAreRejectedNamingTheField) {
+  const nn::SlabLayout layout = make_layout();
+  const auto file_with = [&](const char* name, std::vector<std::byte> section) {
+    CheckpointWriter out(nn::kSlabCheckpointKind);
+    out.add(nn::kSlabSection, std::move(section));
+    const fs::path path = dir_ / name;
+    out.write(path);
+    return path;
+  };
+  const std::vector<std::uint64_t> extents = {7, 5};
+  const std::vector<std::uint64_t> no_extents;
+  expect_rejected(file_with("huge_count", SectionWriter().put<std::uint64_t>(1ull << 60).take()),
+                  layout, "tensors in");
+  expect_rejected(file_with("decay", SectionWriter()
+                                         .put<std::uint64_t>(1)
+                                         .put_string("encoder.weight")
+                                         .put<std::uint8_t>(2)
+                                         .put_array<std::uint64_t>(extents)
+                                         .take()),
+                  layout, "has decay flag 2");
+  expect_rejected(file_with("rank", SectionWriter()
+                                        .put<std::uint64_t>(1)
+                                        .put_string("encoder.weight")
+                                        .put<std::uint8_t>(1)
+                                        .put_array<std::uint64_t>(no_extents)
+                                        .take()),
+                  layout, "has rank 0");
+  std::vector<std::byte> cut = nn::slab_section(layout, make_state(layout, 1));
+  cut.resize(cut.size() - 4);
+  expect_rejected(file_with("cut", cut), layout, "section \"slab\"");
+  std::vector<std::byte> extra = nn::slab_section(layout, make_state(layout, 1));
+  extra.resize(extra.size() + 8, std::byte{0});
+  expect_rejected(file_with("extra", extra), layout, "bytes left over");
+  // The right layout followed by params of a wrong length.
+  SectionWriter wrong;
+  wrong.put<std::uint64_t>(layout.tensors().size());
+  for (const nn::SlabTensor& t : layout.tensors()) {
+    const std::vector<std::uint64_t> shape(t.shape.begin(), t.shape.end());
+    wrong.put_string(t.name).put<std::uint8_t>(t.decay ? 1 : 0).put_array<std::uint64_t>(shape);
+  }
+  const std::vector<float> short_params(layout.total_elements() - 1, 0.5f);
+  wrong.put<std::uint64_t>(3).put_array<float>(short_params);
+  expect_rejected(file_with("short_params", wrong.take()), layout, "params has");
 }
 
 // Every single flipped bit, at a spread of positions over the whole file (header, each slab, the
