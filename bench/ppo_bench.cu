@@ -23,8 +23,8 @@
 #include <vector>
 
 #include "bench/harness.h"
+#include "lib/core/captured_graph.h"
 #include "lib/core/scalar_readback.h"
-#include "lib/rl/ppo/captured_graph.h"
 #include "lib/rl/ppo/cartpole_vector_env.h"
 #include "lib/rl/ppo/ppo_trainer.h"
 
@@ -108,7 +108,7 @@ struct Agent {
   ppo::PpoConfig config;  // CleanRL's CartPole defaults
   std::unique_ptr<ppo::CartPoleVectorEnv> env;
   std::unique_ptr<ppo::PpoTrainer> trainer;
-  ppo::CapturedGraph graph;
+  CapturedGraph graph;
   ScalarReadback<double> return_sum;
   ScalarReadback<unsigned long long> episodes;
   std::deque<double> last_returns;

@@ -51,13 +51,13 @@
 #include <vector>
 
 #include "kernels/data/epoch_metrics.h"
+#include "lib/core/captured_graph.h"
 #include "lib/core/device_buffer.h"
 #include "lib/core/scalar_readback.h"
 #include "lib/core/stream.h"
 #include "lib/data/series_dataset.h"
 #include "lib/models/supervised_config.h"
 #include "lib/models/supervised_model.h"
-#include "lib/rl/ppo/captured_graph.h"
 
 namespace resident::models {
 
@@ -165,7 +165,7 @@ class SupervisedTrainer {
   DeviceBuffer<float> best_params_;
   ScalarReadback<double> train_readback_, validation_readback_;
   ScalarReadback<float> step_readback_;
-  ppo::CapturedGraph step_graph_, validation_graph_;
+  CapturedGraph step_graph_, validation_graph_;
   std::unique_ptr<HostStaging> staging_;
 
   std::size_t epochs_done_ = 0;

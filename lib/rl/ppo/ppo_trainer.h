@@ -35,13 +35,13 @@
 
 #include "kernels/rl/ppo/ppo_loss.h"
 #include "kernels/rl/ppo/update_summary.h"
+#include "lib/core/captured_graph.h"
 #include "lib/core/device_buffer.h"
 #include "lib/core/scalar_readback.h"
 #include "lib/core/scratch_arena.h"
 #include "lib/core/stream.h"
 #include "lib/nn/mlp.h"
 #include "lib/nn/param_slab.h"
-#include "lib/rl/ppo/captured_graph.h"
 #include "lib/rl/ppo/ppo_config.h"
 #include "lib/rl/ppo/vector_env.h"
 

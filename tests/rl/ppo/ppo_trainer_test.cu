@@ -19,6 +19,7 @@
 #include "audit/testing.h"
 #include "audit/tracer.h"
 #include "kernels/core/error.h"
+#include "lib/core/captured_graph.h"
 #include "lib/rl/ppo/cartpole_vector_env.h"
 #include "lib/rl/ppo/ppo_checkpoint.h"
 #include "lib/rl/ppo/ppo_trainer.h"

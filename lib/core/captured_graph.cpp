@@ -1,10 +1,10 @@
-#include "lib/rl/ppo/captured_graph.h"
+#include "lib/core/captured_graph.h"
 
 #include <utility>
 
 #include "kernels/core/error.h"
 
-namespace resident::ppo {
+namespace resident {
 
 CapturedGraph::~CapturedGraph() {
   if (exec_ != nullptr) (void)cudaGraphExecDestroy(exec_);
@@ -46,4 +46,4 @@ void CapturedGraph::launch(cudaStream_t stream) const {
   RESIDENT_CUDA_CHECK(cudaGraphLaunch(exec_, stream));
 }
 
-}  // namespace resident::ppo
+}  // namespace resident

@@ -7,7 +7,7 @@
 
 #include <functional>
 
-namespace resident::ppo {
+namespace resident {
 
 class CapturedGraph {
  public:
@@ -27,4 +27,4 @@ class CapturedGraph {
   cudaGraphExec_t exec_ = nullptr;
 };
 
-}  // namespace resident::ppo
+}  // namespace resident
