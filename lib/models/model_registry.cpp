@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "kernels/core/error.h"
+#include "lib/models/cfc/cfc_model.h"
 #include "lib/models/kan/kan_model.h"
 #include "lib/models/mamba2/mamba2_model.h"
 
@@ -17,6 +18,7 @@ const std::vector<std::pair<std::string, Factory>>& registry() {
   static const std::vector<std::pair<std::string, Factory>> rows = {
       {"kan", make_kan_model},
       {"mamba2", make_mamba2},
+      {"cfc", make_cfc_model},
   };
   return rows;
 }
