@@ -5,9 +5,9 @@
 //            dg = [dh (1 - s)(1 - f1^2) | dh s (1 - f2^2) | ds ts | ds]
 //   pure:    f = cell[t, b], e = exp(-ts (|w_tau| + |f|))
 //            dg = dh (-A e (1 - ts |f|)),  qa = dh (1 - e f),  qw = dh A f e ts sign(w_tau)
-//   dz = dg Wheads                                            (the stacked head GEMM, in the kernel)
-//   dp = dz 1.7159 0.666 (1 - (z / 1.7159)^2)                 (z[t, b] saved)
-//   dh <- dp Wh                                               (dLoss/dh_{t-1})
+//   dz = dg Wheads                                       (the stacked head GEMM, in the kernel)
+//   dp = dz 1.7159 0.666 (1 - (z / 1.7159)^2)            (z[t, b] saved)
+//   dh <- dp Wh                                          (dLoss/dh_{t-1})
 // -> dg [L, B, heads * H], dp [L, B, U], and in pure mode qa, qw [L, B, H] (the per-(step, row)
 // terms of dA and dw_tau), overwritten at steps [t_begin, t_end); the parameter gradients are
 // GEMMs and fixed-order column sums over all L * B rows after the loop (the model's job).

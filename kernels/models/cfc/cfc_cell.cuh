@@ -7,7 +7,9 @@ namespace resident::kernels::cfc {
 inline constexpr float kLecunScale = 1.7159f;
 inline constexpr float kLecunSlope = 0.666f;
 
-__host__ __device__ inline float lecun_tanh(float p) { return kLecunScale * tanhf(kLecunSlope * p); }
+__host__ __device__ inline float lecun_tanh(float p) {
+  return kLecunScale * tanhf(kLecunSlope * p);
+}
 
 // d lecun_tanh / dp from z = lecun_tanh(p): scale * slope * (1 - (z / scale)^2).
 __host__ __device__ inline float lecun_derivative_from_output(float z) {
