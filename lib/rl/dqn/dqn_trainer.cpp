@@ -1,54 +1,28 @@
 #include "lib/rl/dqn/dqn_trainer.h"
 
 #include <algorithm>
-#include <cmath>
-#include <cstring>
-#include <random>
-#include <span>
+#include <optional>
 #include <string>
 
+#include "kernels/core/error.h"
+#include "kernels/core/nvtx_range.h"
+#include "kernels/core/philox.h"
 #include "kernels/rl/dqn/dqn_loss_head.h"
-#include "kernels/rl/dqn/dqn_train_step_fused.h"
 #include "kernels/rl/dqn/epsilon_greedy.h"
 #include "kernels/rl/dqn/episode_tracker.h"
 #include "kernels/rl/dqn/target_update.h"
 #include "kernels/rl/dqn/train_metrics.h"
 #include "kernels/rl/dqn/transition_assembly.h"
-#include "kernels/core/error.h"
-#include "kernels/core/nvtx_range.h"
-#include "kernels/core/philox.h"
-#include "lib/nn/regression_step.h"
-#include "lib/replay/cpu_replay_buffer.h"
+#include "lib/rl/dqn/dqn_fused_kernels.h"
+#include "lib/rl/dqn/dqn_step_schedule.h"
 
 namespace resident::rl {
 
-namespace {
-
 namespace kd = kernels::dqn;
 
+namespace {
+
 constexpr std::uint64_t kExploreStreamId = 0x44514e6578706c72ull;  // "DQNexplr"
-constexpr std::uint64_t kHostSamplerStreamId = 0x4451484f53545247ull;
-
-// A pinned host array (cudaMallocHost): the staging of the host-staged pipeline.
-template <class T>
-class PinnedArray {
- public:
-  explicit PinnedArray(std::size_t count) : count_(count) {
-    void* p = nullptr;
-    RESIDENT_CUDA_CHECK(cudaMallocHost(&p, std::max<std::size_t>(count, 1) * sizeof(T)));
-    data_ = static_cast<T*>(p);
-  }
-  ~PinnedArray() { (void)cudaFreeHost(data_); }
-  PinnedArray(const PinnedArray&) = delete;
-  PinnedArray& operator=(const PinnedArray&) = delete;
-  T* data() noexcept { return data_; }
-  std::span<const T> view() const noexcept { return {data_, count_}; }
-  std::size_t bytes() const noexcept { return count_ * sizeof(T); }
-
- private:
-  T* data_ = nullptr;
-  std::size_t count_ = 0;
-};
 
 ReplayConfig replay_config(const DqnConfig& c, std::size_t state_dim) {
   ReplayConfig r;
@@ -67,63 +41,7 @@ const DqnConfig& validated(const DqnConfig& c) {
   return c;
 }
 
-template <class T>
-void d2h(T* host, const T* device, std::size_t count, cudaStream_t stream) {
-  RESIDENT_CUDA_CHECK(
-      cudaMemcpyAsync(host, device, count * sizeof(T), cudaMemcpyDeviceToHost, stream));
-}
-
-template <class T>
-void h2d(T* device, const T* host, std::size_t count, cudaStream_t stream) {
-  RESIDENT_CUDA_CHECK(
-      cudaMemcpyAsync(device, host, count * sizeof(T), cudaMemcpyHostToDevice, stream));
-}
-
 }  // namespace
-
-struct DqnTrainer::HostStaging {
-  CpuReplayBuffer replay;
-  std::mt19937_64 rng;
-  SampledBatch sampled;
-  // One collection step's transitions, downloaded.
-  PinnedArray<float> states, next_states, rewards;
-  PinnedArray<std::int32_t> actions;
-  PinnedArray<std::uint8_t> dones;
-  // One batch, assembled on the host and uploaded.
-  PinnedArray<float> batch_states, batch_next_states, batch_rewards, batch_weights;
-  PinnedArray<std::int32_t> batch_actions;
-  PinnedArray<std::uint8_t> batch_dones;
-  // Downloaded every train step.
-  PinnedArray<float> td_errors, loss;
-  // The uploaded batch on the device: states then next states in one [2b, d] block (the
-  // layout of the GPU replay's batches, so both pipelines run the same train step).
-  DeviceBuffer<float> d_states, d_rewards, d_weights;
-  DeviceBuffer<std::int32_t> d_actions;
-  DeviceBuffer<std::uint8_t> d_dones;
-
-  HostStaging(const ReplayConfig& config, std::uint64_t seed, std::size_t n, std::size_t d,
-              std::size_t b)
-      : replay(config),
-        rng(mix_seed(seed, kHostSamplerStreamId)),
-        states(n * d),
-        next_states(n * d),
-        rewards(n),
-        actions(n),
-        dones(n),
-        batch_states(b * d),
-        batch_next_states(b * d),
-        batch_rewards(b),
-        batch_weights(b),
-        batch_actions(b),
-        batch_dones(b),
-        td_errors(b),
-        loss(1),
-        d_states(2 * b * d),
-        d_rewards(b),
-        d_weights(b),
-        d_actions(b),
-        d_dones(b) {}
-};
 
 DqnTrainer::DqnTrainer(const DqnConfig& config)
     : config_(validated(config)),
@@ -147,20 +65,15 @@ DqnTrainer::DqnTrainer(const DqnConfig& config)
   online_->bind(init_seed, s);
   target_->bind(init_seed, s);
   explore_seed_ = mix_seed(config_.seed, kExploreStreamId);
-  if (config_.fused_train_step || config_.fused_acting) {
-    const std::vector<std::size_t> widths = fusable_widths();
-    if (!widths.empty()) {
-      set_up_online_views(widths);
-      if (config_.fused_train_step) set_up_fused_step(widths);
-      if (config_.fused_acting) set_up_fused_acting(widths);
-    }
-  }
+  fused_ = std::make_unique<DqnFusedKernels>(config_, *online_, online_slab_, target_slab_, n_, b_,
+                                             s);
 
   const ReplayConfig rc = replay_config(config_, d_);
   if (config_.pipeline == DqnPipeline::Resident)
     gpu_replay_ = std::make_unique<GpuReplayBuffer>(rc, b_, config_.seed, s);
   else
-    staged_ = std::make_unique<HostStaging>(rc, config_.seed, n_, d_, b_);
+    set_up_host_staged(rc);
+  schedule_ = std::make_unique<DqnStepSchedule>();
 
   current_obs_ = DeviceBuffer<float>(n_ * d_);
   trans_states_ = DeviceBuffer<float>(n_ * d_);
@@ -193,11 +106,12 @@ DqnTrainer::DqnTrainer(const DqnConfig& config)
 
 DqnTrainer::~DqnTrainer() {
   // Pending side work reads buffers freed below.
-  (void)cudaStreamSynchronize(side_stream_.get());
-  (void)cudaStreamSynchronize(metrics_stream_.get());
-  if (train_graph_ != nullptr) (void)cudaGraphExecDestroy(train_graph_);
-  if (multi_step_graph_ != nullptr) (void)cudaGraphExecDestroy(multi_step_graph_);
+  if (schedule_) schedule_->synchronize_side_streams();
 }
+
+bool DqnTrainer::fused_train_step() const noexcept { return fused_->train_step(); }
+bool DqnTrainer::fused_acting() const noexcept { return fused_->acting(); }
+std::uint64_t DqnTrainer::graph_launches() const noexcept { return schedule_->graph_launches(); }
 
 kd::EpisodeTrackerState DqnTrainer::tracker_state() noexcept {
   return {running_return_.data(), recent_returns_.data(), tracker_counters_.data(),
@@ -208,7 +122,7 @@ kd::TrainMetricsState DqnTrainer::metrics_state() noexcept {
   return {epoch_loss_sum_.data(), train_counters_.data()};
 }
 
-void DqnTrainer::collect_step(bool tracker_beside, bool& tracker_forked) {
+void DqnTrainer::collect_step(bool tracker_beside) {
   const cudaStream_t s = context_.stream();
   act(current_obs_.data(), config_.epsilon, tracker_counters_.data() + kd::kVectorSteps);
   env_->step(actions_.data(), s);
@@ -219,106 +133,21 @@ void DqnTrainer::collect_step(bool tracker_beside, bool& tracker_forked) {
   // own state; the next step's policy reads its step counter, after the join. Beside, it runs on
   // the metrics stream, free by then (on the side stream, behind the insert's tree work, a
   // multi-step graph launched it only after the gradient step: dev/dqn_step_timeline shows it).
-  cudaStream_t tracker_stream = s;
-  if (tracker_beside) {
-    tracker_fork_.record(s);
-    tracker_fork_.make_wait(metrics_stream_.get());
-    tracker_forked = true;  // from here on the caller must join the metrics stream
-    tracker_stream = metrics_stream_.get();
-  }
-  kd::launch_episode_tracker(tracker_state(), env_->rewards(), env_->terminated(),
-                             env_->truncated(), n_, tracker_stream);
-  if (tracker_beside) tracker_join_.record(tracker_stream);
-}
-
-std::vector<std::size_t> DqnTrainer::fusable_widths() const {
-  std::vector<std::size_t> widths{d_};
-  widths.insert(widths.end(), config_.hidden.begin(), config_.hidden.end());
-  widths.push_back(a_);
-  const nn::MlpConfig& mc = online_->mlp().config();
-  // TF32 (allow_tf32) is the GEMM path's: the fused kernels compute in fp32 only.
-  if (config_.dueling || config_.allow_tf32 || !mc.bias || mc.backend != nn::GemmBackend::Cublas ||
-      !kernels::fused_step_supports(widths))
-    return {};
-  if (!kernels::fused_step_device_ok()) return {};
-  return widths;
-}
-
-void DqnTrainer::set_up_online_views(const std::vector<std::size_t>& widths) {
-  const nn::MlpConfig& mc = online_->mlp().config();
-  const std::size_t layers = widths.size() - 1;
-  fused_online_.layers = layers;
-  fused_online_.hidden_activation = mc.hidden_activation;
-  for (std::size_t l = 0; l <= layers; ++l) fused_online_.widths[l] = widths[l];
-  for (std::size_t l = 0; l < layers; ++l) {
-    const std::string weight = online_->mlp().weight_name(l), bias = online_->mlp().bias_name(l);
-    fused_online_.weights[l] = online_slab_.param(weight);
-    fused_online_.biases[l] = online_slab_.param(bias);
-    fused_online_.weight_grads[l] = online_slab_.grad(weight);
-    fused_online_.bias_grads[l] = online_slab_.grad(bias);
-  }
-}
-
-void DqnTrainer::set_up_fused_step(const std::vector<std::size_t>& widths) {
-  if (b_ > nn::kFusedStepMaxBatch) return;
-  const nn::MlpConfig& mc = online_->mlp().config();
-  const std::size_t layers = widths.size() - 1;
-  const auto scratch = [&](std::size_t floats) { return fused_buffers_.emplace_back(floats).data(); };
-  fused_target_.network.layers = layers;
-  fused_target_.network.hidden_activation = mc.hidden_activation;
-  for (std::size_t l = 0; l <= layers; ++l) fused_target_.network.widths[l] = widths[l];
-  for (std::size_t l = 0; l < layers; ++l) {
-    const std::string weight = online_->mlp().weight_name(l), bias = online_->mlp().bias_name(l);
-    fused_target_.network.weights[l] = target_slab_.param(weight);
-    fused_target_.network.biases[l] = target_slab_.param(bias);
-    fused_online_scratch_.d_pre_activations[l] = scratch(b_ * widths[l + 1]);
-    if (l + 1 < layers) {  // hidden: z and a of [states; next_states] and of the next states
-      fused_online_scratch_.pre_activations[l] = scratch(2 * b_ * widths[l + 1]);
-      fused_online_scratch_.activations[l] = scratch(2 * b_ * widths[l + 1]);
-      fused_target_.scratch.pre_activations[l] = scratch(b_ * widths[l + 1]);
-      fused_target_.scratch.activations[l] = scratch(b_ * widths[l + 1]);
-    }
-  }
-  fused_online_scratch_.loss_partials = scratch(kd::dqn_fused_step_loss_partials(b_));
-  const unsigned grid = kd::dqn_fused_step_grid(widths, b_, mc.hidden_activation);
-  fused_norm_partials_ = DeviceBuffer<double>(grid);
-  fused_online_scratch_.norm_partials = fused_norm_partials_.data();
-  // Split-K of the last backward phase: its counters start at zero and every step leaves them so.
-  fused_online_scratch_.split_partials = scratch(kernels::fused_step_split_partials(widths));
-  fused_split_counters_ = DeviceBuffer<std::uint32_t>(kernels::fused_step_split_tiles(widths));
-  RESIDENT_CUDA_CHECK(cudaMemsetAsync(fused_split_counters_.data(), 0,
-                                      fused_split_counters_.bytes(), context_.stream()));
-  fused_online_scratch_.split_counters = fused_split_counters_.data();
-  fused_target_.params = target_slab_.params();
-  fused_target_.tau = static_cast<float>(config_.tau);
-  fused_target_.period = config_.target_update_period;
-  const nn::ParamSlab::OptimizerViews views = online_slab_.optimizer_views();
-  fused_optimizer_ = {.params = views.params, .m = views.m, .v = views.v, .grads = views.grads,
-                      .decay_mask = views.decay_mask, .n = views.n, .step = views.step,
-                      .norm = views.grad_norm, .grad_scale = views.clip_scale,
-                      .max_norm = static_cast<float>(config_.max_grad_norm),
-                      .constants = nn::adamw_constants(config_.adamw, "DqnTrainer")};
-  fused_grid_ = grid;
-}
-
-void DqnTrainer::set_up_fused_acting(const std::vector<std::size_t>& widths) {
-  const std::size_t layers = widths.size() - 1;
-  const auto scratch = [&](std::size_t floats) { return fused_buffers_.emplace_back(floats).data(); };
-  for (std::size_t l = 0; l + 1 < layers; ++l) {  // hidden z and a of the N observations
-    act_scratch_.pre_activations[l] = scratch(n_ * widths[l + 1]);
-    act_scratch_.activations[l] = scratch(n_ * widths[l + 1]);
-  }
-  act_q_ = DeviceBuffer<float>(n_ * a_);
-  act_grid_ = kd::dqn_act_fused_grid(widths, n_, online_->mlp().config().hidden_activation);
+  const auto track = [&](cudaStream_t stream) {
+    kd::launch_episode_tracker(tracker_state(), env_->rewards(), env_->terminated(),
+                               env_->truncated(), n_, stream);
+  };
+  if (tracker_beside)
+    schedule_->fork_tracker(s, track);
+  else
+    track(s);
 }
 
 void DqnTrainer::act(const float* observations, const kd::EpsilonSchedule& schedule,
                      const std::uint64_t* vector_step) {
   const cudaStream_t s = context_.stream();
-  if (fused_acting()) {
-    kd::launch_dqn_act_fused(actions_.data(), act_q_.data(), fused_online_, act_scratch_,
-                             observations, n_, {schedule, vector_step, explore_seed_}, act_grid_,
-                             s);
+  if (fused_->acting()) {
+    fused_->act(actions_.data(), observations, {schedule, vector_step, explore_seed_}, s);
     return;
   }
   const float* q = online_->forward(context_, observations, n_);
@@ -338,12 +167,10 @@ void DqnTrainer::train_on_batch(const SampleView& batch) {
     if (batch.next_states != batch.states + b_ * d_)
       throw Error("DqnTrainer::train_on_batch", "internal error",
                   "a batch said to be one [2b, d] block is not", __FILE__, __LINE__);
-    if (fused_train_step()) {
-      kd::launch_dqn_train_step_fused(
-          {td_errors_.data(), loss_.data()}, fused_online_, fused_online_scratch_, fused_target_,
-          fused_optimizer_,
-          {batch.states, batch.actions, batch.rewards, batch.dones, batch.is_weights}, b_,
-          {static_cast<float>(config_.gamma), config_.reward_scale, delta}, fused_grid_, s);
+    if (fused_->train_step()) {
+      fused_->train({td_errors_.data(), loss_.data()},
+                    {batch.states, batch.actions, batch.rewards, batch.dones, batch.is_weights},
+                    {static_cast<float>(config_.gamma), config_.reward_scale, delta}, s);
       return;
     }
     q = online_->forward(context_, batch.states, 2 * b_);
@@ -358,7 +185,8 @@ void DqnTrainer::train_on_batch(const SampleView& batch) {
   kd::launch_dqn_loss_head({td_errors_.data(), loss_.data(), d_q_.data()},
                            {q, q_next_online, q_next_target, batch.actions, batch.rewards,
                             batch.dones, batch.is_weights},
-                           b_, a_, static_cast<float>(config_.gamma), config_.reward_scale, delta, s);
+                           b_, a_, static_cast<float>(config_.gamma), config_.reward_scale, delta,
+                           s);
   online_->backward(context_, batch.states, d_q_.data(), b_, nn::GradMode::Overwrite);
   online_slab_.clip_and_adamw_step(static_cast<float>(config_.max_grad_norm), config_.adamw, s);
   kd::launch_target_update(target_slab_.params(), online_slab_.params(),
@@ -383,49 +211,33 @@ void DqnTrainer::enqueue_step(bool train) {
   // rewrites loss_ and td_errors_), so the gradient step depends on the gather alone and keeps
   // its programmatic early start. (This step's episode tracker forks onto the metrics stream in
   // collect_step and joins at the end.)
-  bool update_forked = update_pending_;
   bool leaves_inserted = false;
-  if (update_forked) {
-    const cudaStream_t side = side_stream_.get();
-    const cudaStream_t metrics = metrics_stream_.get();
-    update_fork_.record(s);
-    update_fork_.make_wait(side);
-    update_fork_.make_wait(metrics);
-    gpu_replay_->update_priorities(pending_sample_.indices, pending_sample_.generations,
-                                   td_errors_.data(), b_, side);
-    if (train && split_insert()) {
-      gpu_replay_->insert_leaves(n_, side);
-      gpu_replay_->draw_ahead(b_, side);  // the rows follow after the joins (gather_drawn)
-      leaves_inserted = true;
-    }
-    replay_join_.record(side);
-    kd::launch_train_metrics(metrics_state(), loss_.data(), td_errors_.data(), b_, metrics);
-    metrics_join_.record(metrics);
-    update_pending_ = false;
+  if (const std::optional<DeviceSampledBatch> pending = schedule_->pending_update()) {
+    schedule_->fork_pending_update(
+        s,
+        [&](cudaStream_t side) {
+          gpu_replay_->update_priorities(pending->indices, pending->generations,
+                                         td_errors_.data(), b_, side);
+          if (train && split_insert()) {
+            gpu_replay_->insert_leaves(n_, side);
+            gpu_replay_->draw_ahead(b_, side);  // the rows follow after the joins (gather_drawn)
+            leaves_inserted = true;
+          }
+        },
+        [&](cudaStream_t metrics) {
+          kd::launch_train_metrics(metrics_state(), loss_.data(), td_errors_.data(), b_, metrics);
+        });
   }
-  const bool tracker_beside = config_.overlap_side_work;
-  bool tracker_forked = false;
   try {
-    collect_step(tracker_beside, tracker_forked);
-    if (update_forked) {
-      replay_join_.make_wait(s);
-      metrics_join_.make_wait(s);
-      update_forked = false;
-    }
+    collect_step(/*tracker_beside=*/config_.overlap_side_work);
+    schedule_->join_update(s);
     insert_and_train(train, leaves_inserted);
   } catch (...) {
     // Later work on s stays ordered after whatever was forked (a capture also needs the joins).
-    if (update_forked) {
-      replay_join_.make_wait(s);
-      metrics_join_.make_wait(s);
-    }
-    if (tracker_forked) {  // re-recorded: valid whether or not the tracker was launched
-      tracker_join_.record(metrics_stream_.get());
-      tracker_join_.make_wait(s);
-    }
+    schedule_->join_after_failure(s);
     throw;
   }
-  if (tracker_forked) tracker_join_.make_wait(s);  // before the next step's policy reads it
+  schedule_->join_tracker(s);  // before the next step's policy reads it
 }
 
 bool DqnTrainer::split_insert() const noexcept {
@@ -446,8 +258,7 @@ void DqnTrainer::insert_and_train(bool train, bool leaves_inserted) {
     train_on_batch({sampled.states, sampled.actions, sampled.rewards, sampled.next_states,
                     sampled.dones, sampled.is_weights, /*states_then_next_states=*/true});
     if (config_.overlap_side_work && g + 1 == config_.gradient_steps_per_env_step) {
-      pending_sample_ = sampled;  // finished beside the next step's collection
-      update_pending_ = true;
+      schedule_->set_pending_update(sampled);  // finished beside the next step's collection
     } else {
       finish_train_step(sampled, s);
     }
@@ -461,85 +272,29 @@ void DqnTrainer::finish_train_step(const DeviceSampledBatch& sampled, cudaStream
 }
 
 void DqnTrainer::flush_pending_update() {
-  if (!update_pending_) return;
-  finish_train_step(pending_sample_, context_.stream());
-  update_pending_ = false;
+  const std::optional<DeviceSampledBatch> pending = schedule_->pending_update();
+  if (!pending) return;
+  finish_train_step(*pending, context_.stream());
+  schedule_->set_pending_update(std::nullopt);
 }
 
-void DqnTrainer::capture_train_steps(std::size_t steps, cudaGraphExec_t& exec) {
-  const cudaStream_t s = context_.stream();
-  cudaGraph_t graph = nullptr;
+void DqnTrainer::launch_train_graph(std::size_t steps) {
+  if (!schedule_->graph_captured(steps)) capture_train_steps(steps);
+  schedule_->launch_graph(steps, context_.stream());
+}
+
+void DqnTrainer::capture_train_steps(std::size_t steps) {
   // A failed capture runs nothing of the steps: the pending update stays pending.
-  const bool pending_before = update_pending_;
-  const DeviceSampledBatch pending_sample_before = pending_sample_;
+  const std::optional<DeviceSampledBatch> pending_before = schedule_->pending_update();
   const GpuReplayBuffer::HostShadow replay_before = gpu_replay_->host_shadow();
   try {
-    RESIDENT_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
-    try {
+    schedule_->capture_graph(steps, context_.stream(), [&] {
       for (std::size_t k = 0; k < steps; ++k) enqueue_step(/*train=*/true);
-    } catch (...) {
-      (void)cudaStreamEndCapture(s, &graph);
-      if (graph != nullptr) (void)cudaGraphDestroy(graph);
-      throw;
-    }
-    RESIDENT_CUDA_CHECK(cudaStreamEndCapture(s, &graph));
-    const cudaError_t instantiated = cudaGraphInstantiate(&exec, graph, 0);
-    (void)cudaGraphDestroy(graph);
-    RESIDENT_CUDA_CHECK(instantiated);
+    });
   } catch (...) {
-    update_pending_ = pending_before;
-    pending_sample_ = pending_sample_before;
+    schedule_->set_pending_update(pending_before);
     gpu_replay_->restore_host_shadow(replay_before);
     throw;
-  }
-}
-
-void DqnTrainer::host_staged_step(bool train) {
-  const NvtxRange range("dqn/host_staged_step");
-  const cudaStream_t s = context_.stream();
-  HostStaging& h = *staged_;
-  bool tracker_forked = false;
-  collect_step(/*tracker_beside=*/false, tracker_forked);
-  d2h(h.states.data(), trans_states_.data(), n_ * d_, s);
-  d2h(h.next_states.data(), trans_next_states_.data(), n_ * d_, s);
-  d2h(h.rewards.data(), env_->rewards(), n_, s);
-  d2h(h.actions.data(), actions_.data(), n_, s);
-  d2h(h.dones.data(), trans_dones_.data(), n_, s);
-  context_.synchronize();
-  h.replay.insert_batch({h.states.view(), h.actions.view(), h.rewards.view(), h.next_states.view(),
-                         h.dones.view()});
-  if (!train) return;
-  for (std::size_t g = 0; g < config_.gradient_steps_per_env_step; ++g) {
-    h.replay.sample(b_, h.rng, h.sampled);
-    std::memcpy(h.batch_states.data(), h.sampled.states.data(), h.batch_states.bytes());
-    std::memcpy(h.batch_next_states.data(), h.sampled.next_states.data(),
-                h.batch_next_states.bytes());
-    std::memcpy(h.batch_rewards.data(), h.sampled.rewards.data(), h.batch_rewards.bytes());
-    std::memcpy(h.batch_weights.data(), h.sampled.is_weights.data(), h.batch_weights.bytes());
-    std::memcpy(h.batch_actions.data(), h.sampled.actions.data(), h.batch_actions.bytes());
-    std::memcpy(h.batch_dones.data(), h.sampled.dones.data(), h.batch_dones.bytes());
-    h2d(h.d_states.data(), h.batch_states.data(), b_ * d_, s);
-    h2d(h.d_states.data() + b_ * d_, h.batch_next_states.data(), b_ * d_, s);
-    h2d(h.d_rewards.data(), h.batch_rewards.data(), b_, s);
-    h2d(h.d_weights.data(), h.batch_weights.data(), b_, s);
-    h2d(h.d_actions.data(), h.batch_actions.data(), b_, s);
-    h2d(h.d_dones.data(), h.batch_dones.data(), b_, s);
-    train_on_batch({h.d_states.data(), h.d_actions.data(), h.d_rewards.data(),
-                    h.d_states.data() + b_ * d_, h.d_dones.data(), h.d_weights.data(),
-                    /*states_then_next_states=*/true});
-    kd::launch_train_metrics(metrics_state(), loss_.data(), td_errors_.data(), b_, s);
-    d2h(h.td_errors.data(), td_errors_.data(), b_, s);
-    d2h(h.loss.data(), loss_.data(), 1, s);
-    context_.synchronize();
-    const std::uint64_t step = gradient_steps_ + g + 1;
-    const std::span<const float> td = h.td_errors.view();
-    const bool bad_td = std::any_of(td.begin(), td.end(), [](float v) { return !std::isfinite(v); });
-    if (!std::isfinite(h.loss.data()[0]) || bad_td)
-      throw Error("DqnTrainer::train_epoch", "non-finite loss or TD error",
-                  "at gradient step " + std::to_string(step) + " (host-staged; loss " +
-                      std::to_string(h.loss.data()[0]) + "); training stopped",
-                  __FILE__, __LINE__);
-    h.replay.update_priorities(h.sampled.indices, h.sampled.generations, td);
   }
 }
 
@@ -550,14 +305,12 @@ void DqnTrainer::step(bool train) {
     // Collection-only steps run eagerly: they are the warm-up, and the replay's host-side size
     // (which sample() checks when the train graph is captured) only counts host calls.
     enqueue_step(train);
-  } else if (config_.overlap_side_work && !update_pending_) {
+  } else if (config_.overlap_side_work && !schedule_->pending_update()) {
     // The first train step of an epoch: no update pending from a previous step, unlike the
     // steady state the train graph holds (its replays start with the pending update).
     enqueue_step(train);
   } else {
-    if (train_graph_ == nullptr) capture_train_steps(1, train_graph_);
-    RESIDENT_CUDA_CHECK(cudaGraphLaunch(train_graph_, context_.stream()));
-    ++graph_launches_;
+    launch_train_graph(1);
   }
   ++vector_steps_;
   if (train) gradient_steps_ += config_.gradient_steps_per_env_step;
@@ -569,14 +322,12 @@ std::size_t DqnTrainer::advance(std::size_t steps_left) {
   // The steady state step() replays one step of; the steps of one launch are the same graph
   // nodes enqueue_step captures one after another, so the work and its order are the same.
   const bool steady = config_.pipeline == DqnPipeline::Resident && config_.use_graph && train &&
-                      (!config_.overlap_side_work || update_pending_);
+                      (!config_.overlap_side_work || schedule_->pending_update());
   if (!steady || k <= 1 || steps_left < k) {
     step(train);
     return 1;
   }
-  if (multi_step_graph_ == nullptr) capture_train_steps(k, multi_step_graph_);
-  RESIDENT_CUDA_CHECK(cudaGraphLaunch(multi_step_graph_, context_.stream()));
-  ++graph_launches_;
+  launch_train_graph(k);
   vector_steps_ += k;
   gradient_steps_ += k * config_.gradient_steps_per_env_step;
   return k;

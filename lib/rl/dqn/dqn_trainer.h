@@ -17,19 +17,24 @@
 // GpuReplayBuffer::insert_leaves; the rows follow with the first draw), that step's train
 // metrics, on a third stream beside both, and its episode tracker, on that third stream beside
 // its insert and training (DqnConfig::overlap_side_work; events order them, and the update's and
-// metrics' forks join before the draw, so the gradient step depends on the draw alone). The steady-state train step
-// (collection + training) is captured into CUDA graphs and replayed, DqnConfig::steps_per_graph
-// steps per launch (an epoch's remainder: one-step launches; collection-only warm-up steps and
-// each epoch's first train step run eagerly); an epoch is steps_per_epoch steps, then one
-// summary kernel and the epoch's only host interaction: two 8-byte ScalarReadbacks (mean loss
-// and recent mean return; first non-finite step and episode count). A non-finite loss or TD
-// error seen by the device counters throws resident::Error naming the gradient step. Transfer
-// contract: DqnEpochContract.
+// metrics' forks join before the draw, so the gradient step depends on the draw alone). The
+// steady-state train step (collection + training) is captured into CUDA graphs and replayed,
+// DqnConfig::steps_per_graph steps per launch (an epoch's remainder: one-step launches;
+// collection-only warm-up steps and each epoch's first train step run eagerly); an epoch is
+// steps_per_epoch steps, then one summary kernel and the epoch's only host interaction: two
+// 8-byte ScalarReadbacks (mean loss and recent mean return; first non-finite step and episode
+// count). A non-finite loss or TD error seen by the device counters throws resident::Error naming
+// the gradient step. Transfer contract: DqnEpochContract.
 //
 // Host-staged pipeline (config.pipeline): the same env, policy and network kernels, launched
 // eagerly, with the classic round trips around a CpuReplayBuffer: transitions downloaded every
 // step, batches sampled and assembled on the host and uploaded, TD errors and the loss
 // downloaded every train step (pinned staging buffers), priorities updated on the host.
+//
+// Files: dqn_trainer.cpp the algorithm (collection, gradient step, epoch); dqn_step_schedule.h
+// the side streams, the pending update and the graphs; dqn_fused_kernels.h the one-launch acting
+// and gradient step; dqn_host_staged.cpp the host-staged pipeline; dqn_trainer_checkpoint.cpp
+// the checkpoints.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -40,20 +45,24 @@
 #include <memory>
 #include <vector>
 
-#include "kernels/nn/mlp_train_step_fused.h"
-#include "kernels/rl/dqn/dqn_act_fused.h"
-#include "kernels/rl/dqn/dqn_train_step_fused.h"
 #include "kernels/rl/dqn/epoch_summary.h"
+#include "kernels/rl/dqn/epsilon_greedy.h"
+#include "kernels/rl/dqn/episode_tracker.h"
+#include "kernels/rl/dqn/train_metrics.h"
 #include "lib/core/device_buffer.h"
 #include "lib/core/scalar_readback.h"
 #include "lib/core/stream.h"
 #include "lib/nn/param_slab.h"
 #include "lib/replay/gpu_replay_buffer.h"
+#include "lib/replay/replay_config.h"
 #include "lib/rl/dqn/dqn_config.h"
 #include "lib/rl/dqn/dqn_env.h"
 #include "lib/rl/dqn/q_network.h"
 
 namespace resident::rl {
+
+class DqnFusedKernels;  // dqn_fused_kernels.h
+class DqnStepSchedule;  // dqn_step_schedule.h
 
 struct DqnEpochMetrics {
   std::uint64_t epoch = 0;           // epochs done, this one included
@@ -114,14 +123,17 @@ class DqnTrainer {
   std::uint64_t gradient_steps() const noexcept { return gradient_steps_; }
   std::size_t warmup_vector_steps() const noexcept { return warmup_vector_steps_; }
   // True when a gradient step is the one fused kernel (DqnConfig::fused_train_step).
-  bool fused_train_step() const noexcept { return fused_grid_ != 0; }
+  bool fused_train_step() const noexcept;
   // True when acting (forward + epsilon-greedy) is the one fused kernel (DqnConfig::fused_acting).
-  bool fused_acting() const noexcept { return act_grid_ != 0; }
+  bool fused_acting() const noexcept;
   // cudaGraphLaunch calls so far (one-step and steps_per_graph-step graphs together).
-  std::uint64_t graph_launches() const noexcept { return graph_launches_; }
+  std::uint64_t graph_launches() const noexcept;
 
  private:
-  struct HostStaging;
+  struct HostStaging;  // dqn_host_staged.cpp
+  struct HostStagingDeleter {
+    void operator()(HostStaging* staging) const noexcept;
+  };
   struct SampleView {
     const float* states;
     const std::int32_t* actions;
@@ -134,36 +146,41 @@ class DqnTrainer {
     bool states_then_next_states = false;
   };
 
+  // ----- a step
   // One whole step, eagerly or by graph replay, or (resident steady state, at least
   // steps_per_graph steps left in the epoch) steps_per_graph steps in one graph launch.
   // Returns the number of vector steps done.
   std::size_t advance(std::size_t steps_left);
   void step(bool train);          // one whole step, eagerly or by graph replay
   void enqueue_step(bool train);  // resident: the kernels of one step (what a graph captures)
-  // After a gradient step's kernels: the priority update from its TD errors and the train
-  // metrics (loss, non-finite counts), on `stream`.
-  void finish_train_step(const DeviceSampledBatch& sampled, cudaStream_t stream);
-  // Resident, DqnConfig::overlap_side_work: a step's last finish_train_step is left
-  // pending and runs beside the next step's collection (which touches neither the replay nor
-  // the train counters): the priority update on side_stream_, the metrics on metrics_stream_,
-  // both joined before that step's insert or draw; train_epoch flushes it at its end.
-  void flush_pending_update();
-  // Policy, env, assembly, tracking (no insert); the tracker on metrics_stream_ when
-  // tracker_beside, setting tracker_forked once that stream waits on it (the caller then joins
-  // tracker_join_ before the step ends, also when this throws).
-  void collect_step(bool tracker_beside, bool& tracker_forked);
+  // Policy, env, assembly, tracking (no insert); the tracker beside the rest on the schedule's
+  // metrics stream when `tracker_beside`.
+  void collect_step(bool tracker_beside);
+  // actions_ from the online network on observations [N, d] (epsilon-greedy with `schedule` at
+  // *vector_step): the fused kernel, or the network's forward and the epsilon-greedy launch.
+  void act(const float* observations, const kernels::dqn::EpsilonSchedule& schedule,
+           const std::uint64_t* vector_step);
   // Resident: the insert (or, after insert_leaves beside the collection, only its rows, with
   // the first draw), then draws and gradient steps.
   void insert_and_train(bool train, bool leaves_inserted);
   // Whether the insert's tree work can run beside the collection (proportional replay).
   bool split_insert() const noexcept;
   void train_on_batch(const SampleView& batch);  // targets .. target update (no priorities)
-  void host_staged_step(bool train);
-  // `steps` steady-state train steps captured as one CUDA graph into `exec` (train_graph_: 1,
-  // multi_step_graph_: steps_per_graph). A failed capture changes nothing.
-  void capture_train_steps(std::size_t steps, cudaGraphExec_t& exec);
+  // After a gradient step's kernels: the priority update from its TD errors and the train
+  // metrics (loss, non-finite counts), on `stream`.
+  void finish_train_step(const DeviceSampledBatch& sampled, cudaStream_t stream);
+  // Enqueues a pending finish_train_step on the main stream (train_epoch, at its end).
+  void flush_pending_update();
+  // Launches the graph of `steps` steady-state train steps, capturing it first when needed.
+  void launch_train_graph(std::size_t steps);
+  // A failed capture changes nothing on the host: the pending update stays pending.
+  void capture_train_steps(std::size_t steps);
   kernels::dqn::EpisodeTrackerState tracker_state() noexcept;
   kernels::dqn::TrainMetricsState metrics_state() noexcept;
+
+  // ----- the host-staged pipeline (dqn_host_staged.cpp)
+  void set_up_host_staged(const ReplayConfig& replay);
+  void host_staged_step(bool train);
 
   DqnConfig config_;
   StreamContext context_;
@@ -171,12 +188,9 @@ class DqnTrainer {
   std::size_t n_ = 0, d_ = 0, a_ = 0, b_ = 0;
   nn::ParamSlab online_slab_, target_slab_;
   std::unique_ptr<QNetwork> online_, target_;
-  std::unique_ptr<GpuReplayBuffer> gpu_replay_;
-  Stream side_stream_, metrics_stream_;
-  Event update_fork_, replay_join_, metrics_join_, tracker_fork_, tracker_join_;
-  bool update_pending_ = false;
-  DeviceSampledBatch pending_sample_;  // the sample whose priorities the pending update sets
-  std::unique_ptr<HostStaging> staged_;
+  std::unique_ptr<DqnFusedKernels> fused_;
+  std::unique_ptr<GpuReplayBuffer> gpu_replay_;                     // resident pipeline
+  std::unique_ptr<HostStaging, HostStagingDeleter> staged_;        // host-staged pipeline
   std::uint64_t explore_seed_ = 0;
 
   // Collection: current observations, actions, assembled transitions.
@@ -189,36 +203,14 @@ class DqnTrainer {
   DeviceBuffer<double> epoch_return_sum_, epoch_loss_sum_;
   // Train step scratch.
   DeviceBuffer<float> td_errors_, loss_, d_q_;
-  // The fused kernels (config fused_train_step, fused_acting; grid 0: not used): where they take
-  // the Q-network, its widths ({obs, hidden..., A}; empty: nowhere), then their views and scratch.
-  std::vector<std::size_t> fusable_widths() const;
-  void set_up_online_views(const std::vector<std::size_t>& widths);
-  void set_up_fused_step(const std::vector<std::size_t>& widths);
-  void set_up_fused_acting(const std::vector<std::size_t>& widths);
-  // actions_ from the online network on observations [N, d] (epsilon-greedy with `schedule` at
-  // *vector_step): the fused kernel, or the network's forward and the epsilon-greedy launch.
-  void act(const float* observations, const kernels::dqn::EpsilonSchedule& schedule,
-           const std::uint64_t* vector_step);
-  unsigned fused_grid_ = 0;
-  unsigned act_grid_ = 0;
-  kernels::FusedStepScratch act_scratch_;  // hidden z and a [N, width]
-  DeviceBuffer<float> act_q_;              // [N, A]
-  std::vector<DeviceBuffer<float>> fused_buffers_;
-  DeviceBuffer<double> fused_norm_partials_;
-  DeviceBuffer<std::uint32_t> fused_split_counters_;
-  kernels::FusedStepMlp fused_online_;
-  kernels::FusedStepScratch fused_online_scratch_;
-  kernels::dqn::DqnFusedTarget fused_target_;
-  kernels::FusedStepOptimizer fused_optimizer_;
   // Epoch readback.
   DeviceBuffer<kernels::dqn::EpochSummary> summary_;
   DeviceBuffer<kernels::dqn::EpochStatus> status_;
   ScalarReadback<kernels::dqn::EpochSummary> summary_readback_;
   ScalarReadback<kernels::dqn::EpochStatus> status_readback_;
 
-  cudaGraphExec_t train_graph_ = nullptr;       // one steady-state step
-  cudaGraphExec_t multi_step_graph_ = nullptr;  // steps_per_graph of them
-  std::uint64_t graph_launches_ = 0;
+  // Side streams, the pending update and the graphs (resident pipeline).
+  std::unique_ptr<DqnStepSchedule> schedule_;
   std::size_t warmup_vector_steps_ = 0;
   std::uint64_t vector_steps_ = 0, gradient_steps_ = 0, epoch_ = 0;
 };
