@@ -114,12 +114,14 @@ class SectionReader {
   // The next array, which must hold `expected_count` elements: another count is state of another
   // shape in an intact file, and throws "checkpoint mismatch" naming the field and both counts.
   template <class T>
-  std::vector<T> get_array_matching(const char* field, std::size_t expected_count) {
+  std::vector<T> get_array_matching(const char* field, std::size_t expected_count,
+                                    std::source_location at = std::source_location::current()) {
     static_assert(std::is_trivially_copyable_v<T>, "get_array() reads trivially copyable values");
     const std::size_t count = array_count(field, sizeof(T), kAnyCount);
     if (count != expected_count)
       mismatch(std::string(field) + ": " + std::to_string(count) + " elements in the file, " +
-               std::to_string(expected_count) + " in the reader");
+                   std::to_string(expected_count) + " expected",
+               at);
     std::vector<T> values(count);
     take(values.data(), count * sizeof(T), field);
     return values;

@@ -423,4 +423,23 @@ DeviceStateReader GpuReplayBuffer::stage_state(std::span<const std::uint8_t> byt
   return r;
 }
 
+void GpuReplayBuffer::save_section(CheckpointWriter& out, std::string name) const {
+  const std::vector<std::uint8_t> state = save_state();
+  const auto* first = reinterpret_cast<const std::byte*>(state.data());
+  out.add(std::move(name), std::vector<std::byte>(first, first + state.size()));
+}
+
+DeviceStateReader GpuReplayBuffer::stage_section(const CheckpointFile& file,
+                                                 std::string_view name) {
+  const std::span<const std::byte> bytes = file.section(name);
+  try {
+    return stage_state({reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size()});
+  } catch (const Error& e) {
+    if (e.error_name() != "state mismatch") throw;
+    throw Error("GpuReplayBuffer::stage_section(\"" + file.path().string() + "\" section \"" +
+                    std::string(name) + "\")",
+                "checkpoint mismatch", e.what(), __FILE__, __LINE__);
+  }
+}
+
 }  // namespace resident

@@ -23,9 +23,11 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kernels/replay/replay_state.h"
+#include "lib/core/checkpoint_file.h"
 #include "lib/core/device_buffer.h"
 #include "lib/core/device_state_bytes.h"
 #include "lib/replay/replay_config.h"
@@ -58,6 +60,9 @@ struct DeviceSampledBatch {
 
 // Largest capacity the device tree supports (2P nodes indexed with 32 bits).
 inline constexpr std::size_t kMaxGpuReplayCapacity = std::size_t{1} << 30;
+
+// The replay's section name in a trainer's checkpoint file.
+inline constexpr const char* kReplaySection = "replay";
 
 class GpuReplayBuffer {
  public:
@@ -169,6 +174,13 @@ class GpuReplayBuffer {
   // load_state in two steps: every check now, nothing applied until the reader's commit() (bytes
   // must outlive it).
   DeviceStateReader stage_state(std::span<const std::uint8_t> bytes);
+  // The same state as section `name` of a checkpoint container (lib/core/checkpoint_file.h),
+  // which a trainer writes beside its own sections. stage_section() stages it like stage_state()
+  // (`file` must outlive the commit()); a state of another shape throws resident::Error
+  // "checkpoint mismatch" naming the file, the section and the mismatching record.
+  void save_section(CheckpointWriter& out, std::string name = kReplaySection) const;
+  DeviceStateReader stage_section(const CheckpointFile& file,
+                                  std::string_view name = kReplaySection);
   std::vector<double> read_leaf_priorities() const;  // [capacity]
   // [2P], node 1 the root; only the kept heights (0, 5, 10, ..., the root) are maintained
   // (kernels/replay/replay_tree.cuh).

@@ -1,18 +1,15 @@
-// The checkpoint file of a PPO trainer (host only; PpoTrainer::save/load do the device side).
-// Little-endian, every section padded to a multiple of 8 bytes:
+// The PPO checkpoint (PpoTrainer::save / load): one checkpoint container
+// (lib/core/checkpoint_file.h: one checksum, atomic write, validated whole before it is read) of
+// kind "ppo-trainer" with the sections
 //
-//   8   magic "RSDPPO\0\0"           8   version (kPpoCheckpointVersion), u64
-//   8   config hash (config_hash)    8   updates done
-//   8   device counter count C       8C  device counters (sampling, step slot, minibatch)
-//   8   L, then L bytes              host RNG state (the host-staged sampler's, as text)
-//   8   L, then L bytes              the parameter slab's own checkpoint file (params, AdamW m,
-//                                    v and step; lib/nn/slab_checkpoint.h)
-//   8   L, then L bytes              the environment state (VectorEnv::save_state)
-//   8   checksum of every byte before it (FNV-1a 64)
+//   "config"   u64 config hash (config_hash(config)): another configuration's file is refused
+//              before any other section is read
+//   "trainer"  updates done, the device counters (sampling, step slot, minibatch) and the host
+//              RNG state (the host-staged sampler's, as text)
+//   "slab"     the parameter slab: params, AdamW m, v and step (lib/nn/slab_checkpoint.h section)
+//   "env"      the environment state (VectorEnv::save_state)
 //
-// write_ppo_checkpoint writes a temporary file beside `path`, fsyncs it and renames it over
-// `path`. read_ppo_checkpoint validates magic, version, structure, exact size, checksum and the
-// config hash before it returns, and throws resident::Error naming what is wrong.
+// This file holds the host side of the format (no device copies), so it is tested without a GPU.
 #pragma once
 
 #include <cstddef>
@@ -21,29 +18,34 @@
 #include <string>
 #include <vector>
 
+#include "lib/core/checkpoint_file.h"
+
 namespace resident::ppo {
 
-inline constexpr std::uint64_t kPpoCheckpointVersion = 1;
+inline constexpr const char* kPpoCheckpointKind = "ppo-trainer";
+inline constexpr const char* kPpoConfigSection = "config";
+inline constexpr const char* kPpoTrainerSection = "trainer";
+inline constexpr const char* kPpoSlabSection = "slab";
+inline constexpr const char* kPpoEnvSection = "env";
 
-struct PpoCheckpointData {
-  std::uint64_t config_hash = 0;
+struct PpoTrainerState {
   std::uint64_t updates_done = 0;
   std::vector<std::uint64_t> device_counters;
   std::string host_rng;
-  std::vector<std::byte> slab_file;
-  std::vector<std::byte> env_state;
 };
 
-void write_ppo_checkpoint(const std::filesystem::path& path, const PpoCheckpointData& data);
+// A writer of kind kPpoCheckpointKind holding the "config" section; the caller adds the others.
+CheckpointWriter ppo_checkpoint_writer(std::uint64_t config_hash);
 
-// Throws "not a PPO checkpoint", "unsupported checkpoint version", "corrupt checkpoint"
-// (truncated, trailing bytes, malformed, checksum mismatch) or "checkpoint mismatch" (another
-// configuration's hash), or an I/O error.
-PpoCheckpointData read_ppo_checkpoint(const std::filesystem::path& path,
-                                      std::uint64_t expected_config_hash);
+// Reads and validates `path` (the container's errors), then its config hash: another one throws
+// resident::Error "checkpoint mismatch" naming the file, the section and both hashes.
+CheckpointFile read_ppo_checkpoint(const std::filesystem::path& path,
+                                   std::uint64_t expected_config_hash);
 
-// Whole-file helpers (also used for the embedded slab file).
-std::vector<std::byte> read_file_bytes(const std::filesystem::path& path);
-void write_file_atomically(const std::filesystem::path& path, const std::vector<std::byte>& bytes);
+std::vector<std::byte> ppo_trainer_section(const PpoTrainerState& state);
+// The "trainer" section; another number of device counters throws "checkpoint mismatch" naming
+// the file, the section and both counts.
+PpoTrainerState read_ppo_trainer_section(const CheckpointFile& file,
+                                         std::size_t device_counter_count);
 
 }  // namespace resident::ppo

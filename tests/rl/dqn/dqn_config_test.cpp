@@ -1,16 +1,13 @@
-// CPU tests of the DQN trainer's host parts: config validation (every bad field named with its
-// value and allowed range), the config hash, and the checkpoint file format (round trip, atomic
-// write, and the errors for a foreign, corrupt, truncated, newer or mismatched file).
+// CPU tests of the DQN trainer's config: validation (every bad field named with its value and
+// allowed range) and the hash (the checkpoint format is tested in dqn_checkpoint_test.cpp).
 #include "lib/rl/dqn/dqn_config.h"
 
 #include <gtest/gtest.h>
 
-#include <filesystem>
 #include <string>
 #include <vector>
 
 #include "kernels/core/error.h"
-#include "lib/rl/dqn/dqn_checkpoint.h"
 
 namespace {
 
@@ -100,67 +97,6 @@ TEST(DqnConfig, HashFollowsTrainingFieldsButNotTheSchedulingSwitches) {
   gemm_step.fused_train_step = false;
   EXPECT_NE(config_hash(a), config_hash(gemm_step));
   EXPECT_NE(config_hash(gemm_acting), config_hash(gemm_step));
-}
-
-class DqnCheckpointFile : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("dqn_ckpt_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::create_directories(dir_);
-    sections_[1] = {1, 2, 3};
-    sections_[2] = std::vector<std::uint8_t>(1000, 0xab);
-    sections_[7] = {};
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-  std::string error_of(const std::filesystem::path& path, std::uint64_t hash) {
-    try {
-      (void)read_dqn_checkpoint(path, hash);
-    } catch (const Error& e) {
-      return std::string(e.call()) + " | " + e.error_name() + " | " + e.what();
-    }
-    return "";
-  }
-  std::filesystem::path dir_;
-  CheckpointSections sections_;
-};
-
-TEST_F(DqnCheckpointFile, RoundTripsAndLeavesNoTemporary) {
-  const auto path = dir_ / "a.ckpt";
-  write_dqn_checkpoint(path, 42, sections_);
-  EXPECT_EQ(read_dqn_checkpoint(path, 42), sections_);
-  std::size_t files = 0;
-  for (const auto& entry : std::filesystem::directory_iterator(dir_)) {
-    (void)entry;
-    ++files;
-  }
-  EXPECT_EQ(files, 1u);
-}
-
-TEST_F(DqnCheckpointFile, BadFilesFailWithClearErrors) {
-  const auto path = dir_ / "a.ckpt";
-  write_dqn_checkpoint(path, 42, sections_);
-  const std::vector<std::uint8_t> good = read_file_bytes(path);
-  EXPECT_NE(error_of(path, 43).find("checkpoint mismatch"), std::string::npos);
-
-  auto flipped = good;
-  flipped[good.size() / 2] ^= 0x10;
-  write_file_bytes(path, flipped);
-  EXPECT_NE(error_of(path, 42).find("checksum mismatch"), std::string::npos) << error_of(path, 42);
-
-  write_file_bytes(path, std::vector<std::uint8_t>(good.begin(), good.end() - 9));
-  EXPECT_NE(error_of(path, 42).find("corrupt checkpoint"), std::string::npos) << error_of(path, 42);
-
-  auto newer = good;
-  newer[8] = 99;
-  write_file_bytes(path, newer);
-  EXPECT_NE(error_of(path, 42).find("unsupported checkpoint version"), std::string::npos);
-
-  write_file_bytes(path, std::vector<std::uint8_t>{'h', 'e', 'l', 'l', 'o'});
-  EXPECT_NE(error_of(path, 42).find("not a DQN checkpoint"), std::string::npos);
-
-  EXPECT_NE(error_of(dir_ / "missing.ckpt", 42).find("cannot open file"), std::string::npos);
 }
 
 }  // namespace

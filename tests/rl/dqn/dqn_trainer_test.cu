@@ -10,13 +10,14 @@
 #include <cstring>
 #include <filesystem>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "audit/testing.h"
 #include "audit/tracer.h"
 #include "kernels/core/error.h"
-#include "lib/rl/dqn/dqn_checkpoint.h"
 #include "lib/rl/dqn/dqn_trainer.h"
+#include "tests/support/file_bytes.h"
 #include "tests/support/gpu.h"
 #include "tests/support/temp_dir.h"
 
@@ -287,14 +288,14 @@ TEST_F(DqnCheckpoint, ResumeContinuesBitIdentically) {
   a.save_checkpoint(dir_ / "a2.ckpt");
   a.save_checkpoint(dir_ / "a2_no_replay.ckpt", /*include_replay=*/false);
   std::vector<DqnEpochMetrics> a_tail = {a.train_epoch(), a.train_epoch()};
-  EXPECT_LT(read_file_bytes(dir_ / "a2_no_replay.ckpt").size(),
-            read_file_bytes(dir_ / "a2.ckpt").size());
+  EXPECT_LT(test::read_file_bytes(dir_ / "a2_no_replay.ckpt").size(),
+            test::read_file_bytes(dir_ / "a2.ckpt").size());
   // B: the same run writes the same bytes (the checkpoint is deterministic).
   DqnTrainer b(config);
   b.train_epoch();
   b.train_epoch();
   b.save_checkpoint(dir_ / "b2.ckpt");
-  EXPECT_EQ(read_file_bytes(dir_ / "a2.ckpt"), read_file_bytes(dir_ / "b2.ckpt"))
+  EXPECT_EQ(test::read_file_bytes(dir_ / "a2.ckpt"), test::read_file_bytes(dir_ / "b2.ckpt"))
       << "two identical runs wrote different checkpoints";
   // C: a fresh trainer (as in a new process) one epoch in, so that its replay (one epoch of
   // transitions), envs, counters and networks all differ from A's at epoch 2, loads A's epoch-2
@@ -317,9 +318,9 @@ TEST_F(DqnCheckpoint, CorruptOrMismatchedFileChangesNothing) {
   t.train_epoch();
   const auto good = dir_ / "good.ckpt";
   t.save_checkpoint(good);
-  std::vector<std::uint8_t> bytes = read_file_bytes(good);
-  bytes[bytes.size() / 3] ^= 0x01;
-  write_file_bytes(dir_ / "corrupt.ckpt", bytes);
+  std::vector<std::byte> bytes = test::read_file_bytes(good);
+  bytes[bytes.size() / 3] ^= std::byte{0x01};
+  test::write_file_bytes(dir_ / "corrupt.ckpt", bytes);
   DqnConfig other = config;
   other.adamw.lr = 1e-3;
   DqnTrainer u(other);
@@ -329,15 +330,21 @@ TEST_F(DqnCheckpoint, CorruptOrMismatchedFileChangesNothing) {
   t.train_epoch();
   const Snapshot before = snapshot(t);
   const std::uint64_t steps = t.gradient_steps();
-  for (const char* name : {"corrupt.ckpt", "other.ckpt", "missing.ckpt"}) {
-    std::string message;
+  const std::pair<const char*, const char*> cases[] = {{"corrupt.ckpt", "corrupt checkpoint"},
+                                                       {"other.ckpt", "checkpoint mismatch"},
+                                                       {"missing.ckpt", "I/O error"}};
+  for (const auto& [name, error_name] : cases) {
+    std::string message, got;
     try {
       t.load_checkpoint(dir_ / name);
     } catch (const Error& e) {
       message = e.what();
+      got = e.error_name();
     }
     std::printf("  %s: %s\n", name, message.c_str());
     EXPECT_FALSE(message.empty()) << name << " loaded";
+    EXPECT_EQ(got, error_name) << message;
+    EXPECT_NE(message.find(name), std::string::npos) << "the error does not name the file";
     EXPECT_TRUE(snapshot(t) == before) << name << " changed the trainer";
     EXPECT_EQ(t.gradient_steps(), steps);
   }

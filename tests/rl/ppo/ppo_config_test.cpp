@@ -1,21 +1,17 @@
 // PpoConfig validation (every bad value names the field, the value and the allowed range), its
-// AdamW configuration (CleanRL's lr annealing as the slab's device schedule), the config hash,
-// and the checkpoint file format on the host: round trip, atomic replacement, and clear errors
-// for a foreign, truncated, corrupted, other-version or other-config file.
+// AdamW configuration (CleanRL's lr annealing as the slab's device schedule) and the config hash
+// (the checkpoint format is tested in ppo_checkpoint_test.cpp).
 #include "lib/rl/ppo/ppo_config.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <filesystem>
-#include <fstream>
 #include <functional>
 #include <limits>
 #include <string>
 #include <vector>
 
 #include "kernels/core/error.h"
-#include "lib/rl/ppo/ppo_checkpoint.h"
 
 namespace {
 
@@ -109,69 +105,6 @@ TEST(PpoConfig, HashSeesTrainingFieldsNotGraphs) {
   PpoConfig c;
   c.hidden = {64, 65};
   EXPECT_NE(config_hash(a), config_hash(c));
-}
-
-class PpoCheckpointFile : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("ppo_checkpoint_test_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
-            "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::create_directories(dir_);
-    data_.config_hash = 0x1234;
-    data_.updates_done = 7;
-    data_.device_counters = {896, 895, 112};
-    data_.host_rng = "1 2 3";
-    data_.slab_file = std::vector<std::byte>(37, std::byte{5});
-    data_.env_state = std::vector<std::byte>(100, std::byte{9});
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-  std::filesystem::path dir_;
-  PpoCheckpointData data_;
-};
-
-TEST_F(PpoCheckpointFile, RoundTripsAndReplacesAtomically) {
-  const auto path = dir_ / "a.ckpt";
-  write_ppo_checkpoint(path, data_);
-  data_.updates_done = 8;
-  write_ppo_checkpoint(path, data_);  // replaces
-  const PpoCheckpointData got = read_ppo_checkpoint(path, 0x1234);
-  EXPECT_EQ(got.updates_done, 8u);
-  EXPECT_EQ(got.device_counters, data_.device_counters);
-  EXPECT_EQ(got.host_rng, data_.host_rng);
-  EXPECT_EQ(got.slab_file, data_.slab_file);
-  EXPECT_EQ(got.env_state, data_.env_state);
-  for (const auto& entry : std::filesystem::directory_iterator(dir_))
-    EXPECT_EQ(entry.path().filename(), "a.ckpt") << "a temporary file was left behind";
-}
-
-TEST_F(PpoCheckpointFile, BadFilesThrowNamedErrors) {
-  const auto path = dir_ / "b.ckpt";
-  write_ppo_checkpoint(path, data_);
-  std::vector<std::byte> bytes = read_file_bytes(path);
-  auto expect_error = [&](const std::vector<std::byte>& content, const std::string& name,
-                          std::uint64_t hash = 0x1234) {
-    const auto p = dir_ / "bad.ckpt";
-    write_file_atomically(p, content);
-    try {
-      (void)read_ppo_checkpoint(p, hash);
-      ADD_FAILURE() << "accepted; expected " << name;
-    } catch (const Error& e) {
-      EXPECT_EQ(e.error_name(), name) << e.what();
-    }
-  };
-  expect_error(bytes, "checkpoint mismatch", 0x9999);
-  auto flipped = bytes;
-  flipped[60] ^= std::byte{1};
-  expect_error(flipped, "corrupt checkpoint");
-  expect_error(std::vector<std::byte>(bytes.begin(), bytes.end() - 8), "corrupt checkpoint");
-  auto foreign = bytes;
-  foreign[0] = std::byte{'X'};
-  expect_error(foreign, "not a PPO checkpoint");
-  auto version = bytes;
-  version[8] = std::byte{2};
-  expect_error(version, "unsupported checkpoint version");
-  EXPECT_THROW((void)read_ppo_checkpoint(dir_ / "missing.ckpt", 0x1234), Error);
 }
 
 }  // namespace

@@ -21,10 +21,10 @@
 #include "kernels/core/error.h"
 #include "lib/core/captured_graph.h"
 #include "lib/rl/ppo/cartpole_vector_env.h"
-#include "lib/rl/ppo/ppo_checkpoint.h"
 #include "lib/rl/ppo/ppo_trainer.h"
 #include "tests/nn/nn_test_support.h"
 #include "tests/reference/gae_reference.h"
+#include "tests/support/file_bytes.h"
 #include "tests/support/gpu.h"
 #include "tests/support/param_name.h"
 #include "tests/support/temp_dir.h"
@@ -273,10 +273,10 @@ TEST_F(PpoTrainerCheckpoint, ResumeIsBitIdenticalAndBadFilesChangeNothing) {
 
     // A corrupt file and another configuration's file: errors, and b is unchanged.
     const Snapshot before = snapshot(b);
-    std::vector<std::byte> bytes = read_file_bytes(path);
+    std::vector<std::byte> bytes = test::read_file_bytes(path);
     bytes[bytes.size() / 2] ^= std::byte{0x10};
     const auto corrupt = dir_ / "corrupt.ckpt";
-    write_file_atomically(corrupt, bytes);
+    test::write_file_bytes(corrupt, bytes);
     try {
       b.load(corrupt);
       ADD_FAILURE() << "a corrupt checkpoint loaded";
