@@ -234,8 +234,76 @@ class Mamba2(SupervisedModel):
                 f"single-chunk SSD, {self.parameter_count()} parameters")
 
 
+# --------------------------------------------------------------------------------------------
+# Liquid CfC (MODELS.md section 5): ncps' CfCCell with a one-layer backbone, the "default" cell
+# ("pure" as an option), looped over the window in Python as ncps' CfC does; a Linear readout
+# on the last state.
+
+
+class CfcCell(nn.Module):
+    """One step: z = 1.7159 tanh(0.666 backbone([u; h])), then the cell's heads on z.
+    default: h' = f1 (1 - s) + s f2, f1 = tanh(ff1 z), f2 = tanh(ff2 z),
+             s = sigmoid(time_a(z) ts + time_b(z));
+    pure:    h' = -A exp(-ts (|w_tau| + |f|)) f + A, f = ff1 z (no tanh)."""
+
+    def __init__(self, input_size: int, hidden: int, units: int, mode: str = "default"):
+        super().__init__()
+        if mode not in ("default", "pure"):
+            raise ValueError(f"mode {mode!r}, allowed 'default' or 'pure'")
+        self.mode = mode
+        self.backbone = nn.Linear(input_size + hidden, units)
+        self.ff1 = nn.Linear(units, hidden)
+        if mode == "pure":
+            self.w_tau = nn.Parameter(torch.zeros(hidden))
+            self.A = nn.Parameter(torch.ones(hidden))
+        else:
+            self.ff2 = nn.Linear(units, hidden)
+            self.time_a = nn.Linear(units, hidden)
+            self.time_b = nn.Linear(units, hidden)
+        for weight in self.parameters():  # ncps' init_weights: xavier on the 2-D weights
+            if weight.dim() == 2:
+                nn.init.xavier_uniform_(weight)
+
+    def forward(self, u: torch.Tensor, h: torch.Tensor, ts) -> torch.Tensor:
+        z = 1.7159 * torch.tanh(0.666 * self.backbone(torch.cat([u, h], 1)))
+        if self.mode == "pure":
+            f = self.ff1(z)
+            return -self.A * torch.exp(-ts * (self.w_tau.abs() + f.abs())) * f + self.A
+        f1, f2 = torch.tanh(self.ff1(z)), torch.tanh(self.ff2(z))
+        s = torch.sigmoid(self.time_a(z) * ts + self.time_b(z))
+        return f1 * (1.0 - s) + s * f2
+
+
+class Cfc(SupervisedModel):
+    """The CfC cell over the window from h = 0, then Linear(hidden -> outputs) on the last
+    state. ``time_column`` names the input column holding each step's elapsed time (irregular
+    sampling); None gives ts = 1. The column stays an input of the backbone."""
+
+    name = "cfc"
+
+    def __init__(self, window: int, features: int, outputs: int, hidden: int = 64,
+                 units: int = 128, mode: str = "default", time_column: int | None = None):
+        super().__init__()
+        self.hidden, self.units, self.mode, self.time_column = hidden, units, mode, time_column
+        self.cell = CfcCell(features, hidden, units, mode)
+        self.readout = nn.Linear(hidden, outputs)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = x.new_zeros(x.shape[0], self.hidden)
+        for t in range(x.shape[1]):
+            ts = 1.0 if self.time_column is None else x[:, t, self.time_column].unsqueeze(1)
+            h = self.cell(x[:, t], h, ts)
+        return self.readout(h)
+
+    def describe(self) -> str:
+        ts = "ts = 1" if self.time_column is None else f"ts from column {self.time_column}"
+        return (f"cfc {self.mode} H {self.hidden}, U {self.units}, backbone 1 layer, {ts}, "
+                f"{self.parameter_count()} parameters")
+
+
 MODELS: dict[str, type[SupervisedModel]] = {
     Kan.name: Kan,
     Mamba2.name: Mamba2,
+    Cfc.name: Cfc,
 }
 """The registry: name (as resident's model registry spells it) -> model class."""

@@ -13,7 +13,7 @@ from conftest import REPO
 
 torch = pytest.importorskip("torch")
 sys.path.insert(0, str(REPO / "bench" / "pytorch"))
-from models import (MODELS, Kan, KanLinear, Mamba2, segment_sums,  # noqa: E402
+from models import (MODELS, Cfc, Kan, KanLinear, Mamba2, segment_sums,  # noqa: E402
                     ssd_single_chunk)
 
 from resident_reports.loader import load_run  # noqa: E402
@@ -23,7 +23,7 @@ DOUBLE = torch.float64
 
 
 def test_the_registry_names_the_resident_models():
-    assert set(MODELS) == {"kan", "mamba2"}
+    assert set(MODELS) == {"kan", "mamba2", "cfc"}
     assert all(cls.name == name for name, cls in MODELS.items())
 
 
@@ -116,6 +116,8 @@ def tiny(name: str):
     torch.manual_seed(7)
     if name == "kan":
         return Kan(window=2, features=3, outputs=2, hidden=(3,)).double()
+    if name == "cfc":
+        return Cfc(window=5, features=2, outputs=2, hidden=3, units=4).double()
     return Mamba2(window=5, features=2, outputs=2, d_model=4, n_layers=2, expand=2, headdim=4,
                   d_state=2, d_conv=4).double()
 
