@@ -121,7 +121,7 @@ void DqnTrainer::host_staged_step(bool train) {
   collect_step(/*tracker_beside=*/false);
   d2h(h.states.data(), trans_states_.data(), n_ * d_, s);
   d2h(h.next_states.data(), trans_next_states_.data(), n_ * d_, s);
-  d2h(h.rewards.data(), env_->rewards(), n_, s);
+  d2h(h.rewards.data(), env_->step_outputs().rewards, n_, s);
   d2h(h.actions.data(), actions_.data(), n_, s);
   d2h(h.dones.data(), trans_dones_.data(), n_, s);
   context_.synchronize();

@@ -36,6 +36,16 @@ ReplayConfig replay_config(const DqnConfig& c, std::size_t state_dim) {
   return r;
 }
 
+// The env's step as the transition assembly reads it: s' is the final observation where the
+// episode ended, else the observation after the step (no reset happened there).
+kd::TransitionSources transition_sources(const VectorEnvStep& step) {
+  return {.observations = step.observations,
+          .next_observations = step.observations,
+          .final_observations = step.final_observations,
+          .terminated = step.terminated,
+          .truncated = step.truncated};
+}
+
 const DqnConfig& validated(const DqnConfig& c) {
   validate(c);
   return c;
@@ -126,16 +136,17 @@ void DqnTrainer::collect_step(bool tracker_beside) {
   const cudaStream_t s = context_.stream();
   act(current_obs_.data(), config_.epsilon, tracker_counters_.data() + kd::kVectorSteps);
   env_->step(actions_.data(), s);
+  const VectorEnvStep out = env_->step_outputs();
   kd::launch_transition_assembly(
       {trans_states_.data(), trans_next_states_.data(), trans_dones_.data(), current_obs_.data()},
-      env_->sources(), n_, d_, s);
+      transition_sources(out), n_, d_, s);
   // The tracker reads the env's rewards and end flags (the insert only reads them too) and its
   // own state; the next step's policy reads its step counter, after the join. Beside, it runs on
   // the metrics stream, free by then (on the side stream, behind the insert's tree work, a
   // multi-step graph launched it only after the gradient step: dev/dqn_step_timeline shows it).
   const auto track = [&](cudaStream_t stream) {
-    kd::launch_episode_tracker(tracker_state(), env_->rewards(), env_->terminated(),
-                               env_->truncated(), n_, stream);
+    kd::launch_episode_tracker(tracker_state(), out.rewards, out.terminated, out.truncated, n_,
+                               stream);
   };
   if (tracker_beside)
     schedule_->fork_tracker(s, track);
@@ -247,7 +258,7 @@ bool DqnTrainer::split_insert() const noexcept {
 
 void DqnTrainer::insert_and_train(bool train, bool leaves_inserted) {
   const cudaStream_t s = context_.stream();
-  const DeviceTransitions rows{trans_states_.data(), actions_.data(), env_->rewards(),
+  const DeviceTransitions rows{trans_states_.data(), actions_.data(), env_->step_outputs().rewards,
                                trans_next_states_.data(), trans_dones_.data()};
   if (!leaves_inserted) gpu_replay_->insert_batch(rows, n_);
   if (!train) return;
@@ -378,11 +389,11 @@ std::vector<float> DqnTrainer::evaluate_greedy(std::size_t vector_steps, std::si
   for (std::size_t k = 0; k < vector_steps; ++k) {
     act(current_obs_.data(), greedy, counters.data() + kd::kVectorSteps);
     env_->step(actions_.data(), s);
+    const VectorEnvStep out = env_->step_outputs();
     kd::launch_transition_assembly({trans_states_.data(), trans_next_states_.data(),
                                     trans_dones_.data(), current_obs_.data()},
-                                   env_->sources(), n_, d_, s);
-    kd::launch_episode_tracker(eval, env_->rewards(), env_->terminated(), env_->truncated(), n_,
-                               s);
+                                   transition_sources(out), n_, d_, s);
+    kd::launch_episode_tracker(eval, out.rewards, out.terminated, out.truncated, n_, s);
   }
   context_.synchronize();
   const std::vector<std::uint64_t> c = counters.download();

@@ -31,7 +31,7 @@ void CartPoleVectorEnv::step(const std::int32_t* actions, cudaStream_t stream) {
   cartpole_.step(actions, stream);
 }
 
-kernels::ppo::EnvStepOutputs CartPoleVectorEnv::step_outputs() const {
+VectorEnvStep CartPoleVectorEnv::step_outputs() const {
   return {cartpole_.rewards(), cartpole_.terminated(), cartpole_.truncated(),
           cartpole_.final_observations(), cartpole_.observations()};
 }

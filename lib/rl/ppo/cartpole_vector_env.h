@@ -1,5 +1,5 @@
 // CartPoleVectorEnv: N CartPole-v1 environments (lib/env's CartPoleEnv) behind the VectorEnv
-// interface of the PPO trainer. A thin adapter: stepping, reset, the Philox streams, episode
+// interface of lib/env (PpoTrainer's env). A thin adapter: stepping, reset, the Philox streams, episode
 // statistics and the checkpoint state are CartPoleEnv's; its output buffers are the step outputs
 // the trainer reads (same [N] / [N, 4] layouts, so no copy per step: a step is CartPoleEnv's two
 // launches). Episodes end by termination (pole or cart out of bounds) or truncation at step 500,
@@ -10,7 +10,7 @@
 #include <cstdint>
 
 #include "lib/env/cartpole_env.h"
-#include "lib/rl/ppo/vector_env.h"
+#include "lib/env/vector_env.h"
 
 namespace resident::ppo {
 
@@ -28,7 +28,7 @@ class CartPoleVectorEnv final : public VectorEnv {
   void reset(std::uint64_t seed, cudaStream_t stream) override;
   void step(const std::int32_t* actions, cudaStream_t stream) override;
   const float* observations() const override { return cartpole_.observations(); }
-  kernels::ppo::EnvStepOutputs step_outputs() const override;
+  VectorEnvStep step_outputs() const override;
   void collect_episode_stats(cudaStream_t stream) override;
   const double* episode_return_sum() const override { return cartpole_.episode_return_sum(); }
   const unsigned long long* episode_count() const override { return cartpole_.episode_count(); }

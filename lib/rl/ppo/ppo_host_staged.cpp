@@ -87,7 +87,7 @@ void PpoTrainer::host_rollout(HostRollout& r) {
     }
     upload(step_actions_.data(), r.actions.data() + row, N, s);
     env_.step(step_actions_.data(), s);
-    const kernels::ppo::EnvStepOutputs out = env_.step_outputs();
+    const VectorEnvStep out = env_.step_outputs();
     const float* final_values = critic_->forward(context_, out.final_observations, N);
     download(r.final_values.data() + row, final_values, N, s);
     download(r.rewards.data() + row, out.rewards, N, s);

@@ -36,6 +36,12 @@ std::vector<std::size_t> widths(std::size_t in, const std::vector<std::size_t>& 
   return w;
 }
 
+// The env's step outputs as the rollout store takes them.
+kp::EnvStepOutputs store_inputs(const VectorEnvStep& step) {
+  return {step.rewards, step.terminated, step.truncated, step.final_observations,
+          step.observations};
+}
+
 const PpoConfig& validated(const PpoConfig& config) {
   validate(config);
   return config;
@@ -133,6 +139,15 @@ PpoTrainer::PpoTrainer(const PpoConfig& config, VectorEnv& env)
   RESIDENT_CUDA_CHECK(cudaMemsetAsync(eval_inputs_.data(), 0, eval_inputs_.bytes(), s));
   RESIDENT_CUDA_CHECK(cudaMemsetAsync(eval_values_.data(), 0, eval_values_.bytes(), s));
   env_.reset(config_.seed, s);
+  // The rollout stores every step output (after the reset: an env may move them there).
+  const VectorEnvStep outputs = env_.step_outputs();
+  if (outputs.rewards == nullptr || outputs.terminated == nullptr ||
+      outputs.truncated == nullptr || outputs.final_observations == nullptr ||
+      outputs.observations == nullptr)
+    throw Error("PpoTrainer", "invalid env",
+                "a step output of the env is null; the rollout stores every one (an env that "
+                "never terminates gives an array of zeros)",
+                __FILE__, __LINE__);
   context_.synchronize();
 }
 
@@ -174,7 +189,8 @@ void PpoTrainer::rollout_step() {
   float* finals = observations + (steps_ + 1) * envs_ * obs_size_;
   kp::launch_store_transition(
       {rewards_.data(), terminated_.data(), truncated_.data(), finals, observations},
-      env_.step_outputs(), envs_, obs_size_, steps_, counters_.data() + 1, counters_.data(), s);
+      store_inputs(env_.step_outputs()), envs_, obs_size_, steps_, counters_.data() + 1,
+      counters_.data(), s);
 }
 
 void PpoTrainer::evaluate_values() {

@@ -40,10 +40,10 @@
 #include "lib/core/scalar_readback.h"
 #include "lib/core/scratch_arena.h"
 #include "lib/core/stream.h"
+#include "lib/env/vector_env.h"
 #include "lib/nn/mlp.h"
 #include "lib/nn/param_slab.h"
 #include "lib/rl/ppo/ppo_config.h"
-#include "lib/rl/ppo/vector_env.h"
 
 namespace resident::ppo {
 

@@ -120,7 +120,7 @@ void TradingVectorEnv::step(const std::int32_t* actions, cudaStream_t stream) {
   trading_->step(actions, stream);
 }
 
-kernels::ppo::EnvStepOutputs TradingVectorEnv::step_outputs() const {
+VectorEnvStep TradingVectorEnv::step_outputs() const {
   return {trading_->rewards(), terminated_.data(), trading_->dones(),
           trading_->next_observations(), trading_->observations()};
 }

@@ -1,5 +1,5 @@
 // TradingVectorEnv: N trading environments (lib/env's TradingEnv) on a synthetic market, behind
-// the VectorEnv interface of the PPO trainer. Actions {0, 1, 2} = short/flat/long; observations
+// lib/env's VectorEnv interface (for PpoTrainer). Actions {0, 1, 2} = short/flat/long; observations
 // the window of W normalized feature rows and the position (D = W * F + 1); episodes end only by
 // the time limit L (truncated, never terminated: terminated is a fixed zero buffer, and the final
 // observation of a transition is TradingEnv's next_observations, valid at every step).
@@ -26,7 +26,7 @@
 #include "lib/core/device_buffer.h"
 #include "lib/env/market_series.h"
 #include "lib/env/trading_env.h"
-#include "lib/rl/ppo/vector_env.h"
+#include "lib/env/vector_env.h"
 
 namespace resident::ppo {
 
@@ -57,7 +57,7 @@ class TradingVectorEnv final : public VectorEnv {
   void reset(std::uint64_t seed, cudaStream_t stream) override;
   void step(const std::int32_t* actions, cudaStream_t stream) override;
   const float* observations() const override { return trading_->observations(); }
-  kernels::ppo::EnvStepOutputs step_outputs() const override;
+  VectorEnvStep step_outputs() const override;
   void collect_episode_stats(cudaStream_t stream) override;
   const double* episode_return_sum() const override { return return_sum_.data(); }
   const unsigned long long* episode_count() const override { return episode_count_.data(); }

@@ -23,6 +23,7 @@
 #include "lib/core/device_buffer.h"
 #include "lib/core/stream.h"
 #include "lib/env/cartpole_env.h"
+#include "lib/env/vector_env.h"
 #include "lib/rl/ppo/cartpole_vector_env.h"
 #include "tests/support/bitwise.h"
 #include "tests/support/gpu.h"
@@ -45,7 +46,7 @@ struct Outputs {
   std::vector<std::uint8_t> terminated, truncated;
 };
 
-Outputs fetch(const kernels::ppo::EnvStepOutputs& o) {
+Outputs fetch(const VectorEnvStep& o) {
   return {download(o.observations, 4 * kEnvs), download(o.rewards, kEnvs),
           download(o.final_observations, 4 * kEnvs), download(o.terminated, kEnvs),
           download(o.truncated, kEnvs)};
@@ -88,9 +89,9 @@ TEST(CartPoleVectorEnv, IsTheBareEnvBitForBitAndResumesFromItsSavedState) {
   adapter.reset(kSeed, s);
   bare.reset(kSeed, s);
   stream.synchronize();
-  const kernels::ppo::EnvStepOutputs out = adapter.step_outputs();
-  const kernels::ppo::EnvStepOutputs bare_out{bare.rewards(), bare.terminated(), bare.truncated(),
-                                              bare.final_observations(), bare.observations()};
+  const VectorEnvStep out = adapter.step_outputs();
+  const VectorEnvStep bare_out{bare.rewards(), bare.terminated(), bare.truncated(),
+                               bare.final_observations(), bare.observations()};
   EXPECT_EQ(out.observations, adapter.observations());
   {
     const Outputs first = fetch(out);

@@ -20,6 +20,7 @@
 #include "kernels/core/error.h"
 #include "kernels/rl/ppo/episode_stats_delta.h"
 #include "lib/core/device_buffer.h"
+#include "lib/env/vector_env.h"
 #include "lib/rl/ppo/ppo_trainer.h"
 #include "lib/rl/ppo/trading_vector_env.h"
 #include "tests/support/gpu.h"
@@ -238,7 +239,7 @@ TEST(TradingVectorEnv, EpisodeStatisticsAreTheEpisodesEndedSinceTheLastCall) {
   EXPECT_EQ(env.action_count(), 3u);
   env.reset(c.seed, nullptr);
   Stepper stepper(env);
-  const kernels::ppo::EnvStepOutputs out = env.step_outputs();
+  const VectorEnvStep out = env.step_outputs();
   EXPECT_EQ(out.observations, env.observations());
   double expected_sum = 0.0;
   unsigned long long expected_count = 0;

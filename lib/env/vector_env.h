@@ -1,6 +1,6 @@
-// VectorEnv: what the PPO trainer needs of N environments stepped on the device. step() and
-// collect_episode_stats() only enqueue kernels (capturable); the state save/load calls are the
-// checkpoint phase (blocking).
+// VectorEnv: N environments stepped on the device, as the trainers see them (PpoTrainer takes
+// one; DqnTrainer steps its DqnEnv through it). step() and collect_episode_stats() only enqueue
+// kernels (capturable); the state save/load calls are the checkpoint phase (blocking).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -8,12 +8,19 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
-#include <string>
 #include <vector>
 
-#include "kernels/rl/ppo/store_transition.h"
+namespace resident {
 
-namespace resident::ppo {
+// What the last step of the N envs produced: device arrays [N] or [N, D] row-major at fixed
+// addresses (valid for the env's lifetime).
+struct VectorEnvStep {
+  const float* rewards = nullptr;
+  const std::uint8_t* terminated = nullptr;   // 0/1; null: the env never terminates
+  const std::uint8_t* truncated = nullptr;    // 0/1
+  const float* final_observations = nullptr;  // s' of the envs whose episode ended (others: any)
+  const float* observations = nullptr;        // what the policy acts on next (after auto-reset)
+};
 
 class VectorEnv {
  public:
@@ -30,9 +37,9 @@ class VectorEnv {
   // [N, D]: what the policy acts on next (after auto-reset); a fixed device address.
   virtual const float* observations() const = 0;
   // The last step's outputs (fixed device addresses).
-  virtual kernels::ppo::EnvStepOutputs step_outputs() const = 0;
+  virtual VectorEnvStep step_outputs() const = 0;
   // Hot path: episode_return_sum() / episode_count() = returns and count of the episodes ended
-  // since the previous call.
+  // since the previous call. An env that keeps no episode statistics throws resident::Error.
   virtual void collect_episode_stats(cudaStream_t stream) = 0;
   virtual const double* episode_return_sum() const = 0;
   virtual const unsigned long long* episode_count() const = 0;
@@ -44,4 +51,4 @@ class VectorEnv {
   virtual void load_state(std::span<const std::byte> state, cudaStream_t stream) = 0;
 };
 
-}  // namespace resident::ppo
+}  // namespace resident
