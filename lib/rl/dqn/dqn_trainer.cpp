@@ -8,8 +8,8 @@
 #include "kernels/core/nvtx_range.h"
 #include "kernels/core/philox.h"
 #include "kernels/rl/dqn/dqn_loss_head.h"
-#include "kernels/rl/dqn/epsilon_greedy.h"
 #include "kernels/rl/dqn/episode_tracker.h"
+#include "kernels/rl/dqn/epsilon_greedy.h"
 #include "kernels/rl/dqn/target_update.h"
 #include "kernels/rl/dqn/train_metrics.h"
 #include "kernels/rl/dqn/transition_assembly.h"
@@ -75,8 +75,8 @@ DqnTrainer::DqnTrainer(const DqnConfig& config)
   online_->bind(init_seed, s);
   target_->bind(init_seed, s);
   explore_seed_ = mix_seed(config_.seed, kExploreStreamId);
-  fused_ = std::make_unique<DqnFusedKernels>(config_, *online_, online_slab_, target_slab_, n_, b_,
-                                             s);
+  fused_ =
+      std::make_unique<DqnFusedKernels>(config_, *online_, online_slab_, target_slab_, n_, b_, s);
 
   const ReplayConfig rc = replay_config(config_, d_);
   if (config_.pipeline == DqnPipeline::Resident)

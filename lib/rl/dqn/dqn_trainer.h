@@ -46,8 +46,8 @@
 #include <vector>
 
 #include "kernels/rl/dqn/epoch_summary.h"
-#include "kernels/rl/dqn/epsilon_greedy.h"
 #include "kernels/rl/dqn/episode_tracker.h"
+#include "kernels/rl/dqn/epsilon_greedy.h"
 #include "kernels/rl/dqn/train_metrics.h"
 #include "lib/core/device_buffer.h"
 #include "lib/core/scalar_readback.h"
@@ -189,8 +189,8 @@ class DqnTrainer {
   nn::ParamSlab online_slab_, target_slab_;
   std::unique_ptr<QNetwork> online_, target_;
   std::unique_ptr<DqnFusedKernels> fused_;
-  std::unique_ptr<GpuReplayBuffer> gpu_replay_;                     // resident pipeline
-  std::unique_ptr<HostStaging, HostStagingDeleter> staged_;        // host-staged pipeline
+  std::unique_ptr<GpuReplayBuffer> gpu_replay_;              // resident pipeline
+  std::unique_ptr<HostStaging, HostStagingDeleter> staged_;  // host-staged pipeline
   std::uint64_t explore_seed_ = 0;
 
   // Collection: current observations, actions, assembled transitions.
