@@ -144,11 +144,13 @@ int main(int argc, char** argv) {
     for (const auto& [name, pipeline] :
          {std::pair{"resident", TrainerPipeline::Resident},
           std::pair{"host_fed", TrainerPipeline::HostFed}}) {
-      resident::bench::configure(benchmark::RegisterBenchmark(
-          "supervised_step/" + std::string(name) + "/model:" + model, BM_step, model, pipeline));
-      resident::bench::configure(benchmark::RegisterBenchmark(
-          "supervised_epoch/" + std::string(name) + "/model:" + model, BM_epoch, model, pipeline),
-          3);
+      // Google Benchmark copies the name; older releases take it only as a C string.
+      const std::string step = "supervised_step/" + std::string(name) + "/model:" + model;
+      const std::string epoch = "supervised_epoch/" + std::string(name) + "/model:" + model;
+      resident::bench::configure(
+          benchmark::RegisterBenchmark(step.c_str(), BM_step, model, pipeline));
+      resident::bench::configure(
+          benchmark::RegisterBenchmark(epoch.c_str(), BM_epoch, model, pipeline), 3);
     }
   }
   benchmark::RunSpecifiedBenchmarks();
