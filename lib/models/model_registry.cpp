@@ -5,6 +5,7 @@
 
 #include "kernels/core/error.h"
 #include "lib/models/cfc/cfc_model.h"
+#include "lib/models/diffusion/diffusion_model.h"
 #include "lib/models/kan/kan_model.h"
 #include "lib/models/mamba2/mamba2_model.h"
 
@@ -19,6 +20,7 @@ const std::vector<std::pair<std::string, Factory>>& registry() {
       {"kan", make_kan_model},
       {"mamba2", make_mamba2},
       {"cfc", make_cfc_model},
+      {"diffusion", make_diffusion_model},
   };
   return rows;
 }

@@ -20,6 +20,7 @@
 #include <string>
 #include <string_view>
 
+#include "kernels/core/error.h"
 #include "lib/core/stream.h"
 #include "lib/nn/param_slab.h"
 
@@ -71,6 +72,25 @@ class SupervisedModel {
   // the step). d_prediction [batch, outputs] is read only.
   virtual void backward(const StreamContext& context, const float* x, const float* d_prediction,
                         std::size_t batch) = 0;
+
+  // ----- models whose training loss is their own (a diffusion model trains on the epsilon-MSE
+  // of noised targets at drawn timesteps, which forward()'s prediction does not determine)
+  // True: a train step calls train_loss_and_backward() in place of forward, the trainer's loss
+  // and backward; validation still scores forward()'s prediction with the trainer's loss.
+  virtual bool owns_training_loss() const noexcept { return false; }
+  // loss (1 float on the device, overwritten) = the model's training loss on x [batch, L, F] and
+  // the targets y [batch, outputs]; dLoss/dparams ADDED into the grads as backward() adds them.
+  // Random draws are keyed by device state (so a captured step draws afresh on every replay).
+  // The hot-path contract of forward(). Only called when owns_training_loss() is true; the
+  // default throws resident::Error.
+  virtual void train_loss_and_backward(const StreamContext& context, const float* x,
+                                       const float* y, std::size_t batch, float* loss) {
+    (void)context, (void)x, (void)y, (void)batch, (void)loss;
+    throw Error("SupervisedModel::train_loss_and_backward", "not supported",
+                "model \"" + std::string(name()) + "\" uses the trainer's loss " +
+                    "(owns_training_loss() is false)",
+                __FILE__, __LINE__);
+  }
 };
 
 }  // namespace resident::models

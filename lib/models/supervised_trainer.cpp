@@ -111,6 +111,35 @@ Fingerprint fingerprint_of(const SupervisedModel& model, const data::SeriesDatas
           {"slab layout", layout}};
 }
 
+// Zero grads, then the model's loss (device scalar) and dLoss/dparams for one batch: the model's
+// own training loss when it owns one (SupervisedModel::owns_training_loss), else forward, the
+// fused MSE and its gradient, and backward.
+struct StepBuffers {
+  const float* x;
+  const float* y;
+  float* prediction;
+  float* d_prediction;
+  float* loss;
+  float* partials;
+  std::size_t partials_count;
+  unsigned int* ticket;
+};
+
+void enqueue_loss_and_backward(SupervisedModel& model, const StreamContext& context,
+                               const StepBuffers& b, std::size_t batch, std::size_t outputs) {
+  const cudaStream_t s = context.stream();
+  model.slab().zero_grads(s);
+  if (model.owns_training_loss()) {
+    model.train_loss_and_backward(context, b.x, b.y, batch, b.loss);
+    return;
+  }
+  model.forward(context, b.x, batch, b.prediction);
+  kernels::launch_mse_loss_fused(b.loss, b.d_prediction, b.partials, b.partials_count, b.ticket,
+                                 b.prediction, b.y, batch * outputs, 1.0f, nn::GradMode::Overwrite,
+                                 s);
+  model.backward(context, b.x, b.d_prediction, batch);
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
@@ -239,18 +268,17 @@ SupervisedTrainer::~SupervisedTrainer() = default;
 void SupervisedTrainer::enqueue_train_step() {
   const cudaStream_t s = context_.stream();
   nn::ParamSlab& slab = model_->slab();
-  slab.zero_grads(s);
   kd::WindowSelection selection;
   selection.order = permutation_.data();
   selection.counter = field<std::uint64_t>(counters_, offsetof(kd::EpochCounters, steps));
   selection.counter_modulo = steps_per_epoch_;
   selection.first_start = 0;  // training window w starts at row w
   dataset_.gather(x_.data(), y_.data(), selection, batch_, s);
-  model_->forward(context_, x_.data(), batch_, prediction_.data());
-  kernels::launch_mse_loss_fused(loss_.data(), d_prediction_.data(), loss_partials_.data(),
-                                 loss_partials_.size(), loss_ticket_.data(), prediction_.data(),
-                                 y_.data(), batch_ * outputs_, 1.0f, nn::GradMode::Overwrite, s);
-  model_->backward(context_, x_.data(), d_prediction_.data(), batch_);
+  enqueue_loss_and_backward(
+      *model_, context_,
+      {x_.data(), y_.data(), prediction_.data(), d_prediction_.data(), loss_.data(),
+       loss_partials_.data(), loss_partials_.size(), loss_ticket_.data()},
+      batch_, outputs_);
   slab.clip_and_adamw_step(config_.max_grad_norm, config_.adamw, s);
   kd::launch_accumulate_step_loss(counters_.data(), loss_.data(), s);
 }
@@ -330,12 +358,11 @@ void SupervisedTrainer::run_host_fed_epoch(double* train_loss, double* validatio
   for (std::size_t k = 0; k < steps_per_epoch_; ++k) {
     const std::size_t slot = k % 2;
     upload_batch(slot, batch_);
-    slab.zero_grads(s);
-    model_->forward(context_, x_.data(), batch_, prediction_.data());
-    kernels::launch_mse_loss_fused(loss_.data(), d_prediction_.data(), loss_partials_.data(),
-                                   loss_partials_.size(), loss_ticket_.data(), prediction_.data(),
-                                   y_.data(), batch_ * outputs_, 1.0f, nn::GradMode::Overwrite, s);
-    model_->backward(context_, x_.data(), d_prediction_.data(), batch_);
+    enqueue_loss_and_backward(
+        *model_, context_,
+        {x_.data(), y_.data(), prediction_.data(), d_prediction_.data(), loss_.data(),
+         loss_partials_.data(), loss_partials_.size(), loss_ticket_.data()},
+        batch_, outputs_);
     slab.clip_and_adamw_step(config_.max_grad_norm, config_.adamw, s);
     step_readback_.enqueue(loss_.data(), s);
     // The next batch is assembled while the GPU runs this step; its slot's last upload (step
@@ -381,12 +408,11 @@ float SupervisedTrainer::host_fed_step(std::size_t index) {
   dataset_.gather_host(h.x[0].data(), h.y[0].data(), h.starts.data(), batch_);
   upload_batch(0, batch_);
   nn::ParamSlab& slab = model_->slab();
-  slab.zero_grads(s);
-  model_->forward(context_, x_.data(), batch_, prediction_.data());
-  kernels::launch_mse_loss_fused(loss_.data(), d_prediction_.data(), loss_partials_.data(),
-                                 loss_partials_.size(), loss_ticket_.data(), prediction_.data(),
-                                 y_.data(), batch_ * outputs_, 1.0f, nn::GradMode::Overwrite, s);
-  model_->backward(context_, x_.data(), d_prediction_.data(), batch_);
+  enqueue_loss_and_backward(
+      *model_, context_,
+      {x_.data(), y_.data(), prediction_.data(), d_prediction_.data(), loss_.data(),
+       loss_partials_.data(), loss_partials_.size(), loss_ticket_.data()},
+      batch_, outputs_);
   slab.clip_and_adamw_step(config_.max_grad_norm, config_.adamw, s);
   step_readback_.enqueue(loss_.data(), s);
   return step_readback_.wait();

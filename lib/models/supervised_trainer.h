@@ -14,7 +14,8 @@
 //      graph captured at construction: zero grads, gather of the batch through the permutation
 //      (the batch index is a device counter the step advances, so the graph is fixed), forward,
 //      MSE loss (a device scalar) and dLoss/dprediction in one launch, backward, global-norm clip
-//      and AdamW, the loss added to a device fp64 sum;
+//      and AdamW, the loss added to a device fp64 sum (a model that owns its training loss,
+//      SupervisedModel::owns_training_loss, computes loss and gradients in one call instead);
 //   3. the validation loss over ALL validation windows in order, in batches of `batch` (the last
 //      one partial), one more captured graph;
 //   4. one kernel forms the train mean and the validation loss (fp64, fixed order), then the
