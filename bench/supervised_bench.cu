@@ -10,6 +10,9 @@
 //     (every training window once, in a new shuffled order, then the validation pass) in each
 //     pipeline; the resident row runs under SupervisedEpochContract (2 scalar D2H, 0 bulk D2H,
 //     0 H2D, 2 waits).
+//   supervised_sample/resident/model:diffusion  the diffusion forecaster's 200-step ancestral
+//     sampler for 256 windows (one sample each, summarized to the mean on the device) as one
+//     CUDA-graph replay; zero-transfer contract; forecasts_per_s.
 // Counters: windows_per_s (training windows per second of the timed part) and peak_device_bytes
 // (device memory the trainer holds: free memory before its construction minus after; nothing is
 // allocated after construction, so this is its peak; the dataset is counted separately in
@@ -19,11 +22,15 @@
 
 #include <cstddef>
 #include <memory>
+#include <random>
 #include <string>
+#include <vector>
 
 #include "bench/harness.h"
+#include "lib/core/device_buffer.h"
 #include "lib/core/stream.h"
 #include "lib/data/series_dataset.h"
+#include "lib/models/diffusion/diffusion_model.h"
 #include "lib/models/model_registry.h"
 #include "lib/models/supervised_trainer.h"
 
@@ -134,6 +141,31 @@ void BM_epoch(benchmark::State& state, const std::string& model, TrainerPipeline
   state.SetLabel(trainer.model().describe());
 }
 
+void BM_sample_diffusion(benchmark::State& state) {
+  constexpr std::size_t kWindows = 256;
+  const ModelShape shape{64, 32, 1, kWindows};
+  auto base = make_supervised_model("diffusion", shape, 7);
+  auto& model = dynamic_cast<DiffusionModel&>(*base);
+  StreamContext context;
+  std::vector<float> windows(kWindows * shape.window * shape.features);
+  std::mt19937_64 rng(5);
+  std::normal_distribution<float> normal;
+  for (float& v : windows) v = normal(rng);
+  bench::check_cuda(cudaMemcpy(model.sampler_window(), windows.data(),
+                               windows.size() * sizeof(float), cudaMemcpyHostToDevice),
+                    "cudaMemcpy");
+  DeviceBuffer<float> mean(kWindows * shape.outputs);
+  model.capture_sampler(context, kWindows, 1, 0, {mean.data()});
+  bench::TimedPhase timed(state, "supervised/sample", bench::zero_transfer_contract(),
+                          context.stream());
+  const auto sample = [&] { model.launch_sampler(context.stream()); };
+  timed.warm_up(sample, 2);
+  for (auto _ : state) timed.iteration(sample);
+  timed.finish();
+  timed.set_rate("forecasts_per_s", static_cast<double>(kWindows));
+  state.SetLabel(model.describe());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -153,6 +185,8 @@ int main(int argc, char** argv) {
           benchmark::RegisterBenchmark(epoch.c_str(), BM_epoch, model, pipeline), 3);
     }
   }
+  resident::bench::configure(benchmark::RegisterBenchmark(
+      "supervised_sample/resident/model:diffusion", BM_sample_diffusion));
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   return 0;
