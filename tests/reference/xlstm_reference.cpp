@@ -97,7 +97,8 @@ Norm layer_norm(const Vec& x, std::size_t rows, std::size_t cols, const double* 
     double mean = 0.0, var = 0.0;
     for (std::size_t c = 0; c < cols; ++c) mean += x[r * cols + c];
     mean /= static_cast<double>(cols);
-    for (std::size_t c = 0; c < cols; ++c) var += (x[r * cols + c] - mean) * (x[r * cols + c] - mean);
+    for (std::size_t c = 0; c < cols; ++c)
+      var += (x[r * cols + c] - mean) * (x[r * cols + c] - mean);
     var /= static_cast<double>(cols);
     n.rstd[r] = 1.0 / std::sqrt(var + kXlstmNormEps);
     for (std::size_t c = 0; c < cols; ++c) {
@@ -318,7 +319,8 @@ Vec mlstm_layer(const XlstmDims& d, const XlstmParams& p, const std::string& pre
     for (std::size_t t = 0; t < L; ++t)
       for (std::size_t j = 0; j < DH; ++j) dh[t * DH + j] = dhtil[t * Di + h * DH + j];
     cell_backward(dq.data(), dk.data(), dv.data(), di.data(), df.data(), cells[h], L, DH,
-                  hq[h].data(), hk[h].data(), hv[h].data(), hf[h].data(), d.cell_eps, d.control_skip_forget_cumsum, dh.data());
+                  hq[h].data(), hk[h].data(), hv[h].data(), hf[h].data(), d.cell_eps,
+                  d.control_skip_forget_cumsum, dh.data());
     for (std::size_t t = 0; t < L; ++t) {
       for (std::size_t j = 0; j < DH; ++j) {
         dqkv[t * 3 * Di + h * DH + j] = dq[t * DH + j];
@@ -545,7 +547,8 @@ void validate_xlstm_dims(const XlstmDims& d) {
   if (d.slstm_at < -1 || d.slstm_at >= static_cast<long>(d.blocks))
     invalid("slstm_at = " + std::to_string(d.slstm_at) + ", allowed [-1, " +
             std::to_string(d.blocks - 1) + "]");
-  if (!(d.cell_eps >= 0.0)) invalid("cell_eps = " + std::to_string(d.cell_eps) + ", allowed >= 0");
+  if (!(d.cell_eps >= 0.0))
+    invalid("cell_eps = " + std::to_string(d.cell_eps) + ", allowed >= 0");
 }
 
 std::vector<XlstmTensorShape> xlstm_tensor_shapes(const XlstmDims& d) {

@@ -3,7 +3,8 @@
 // negative control showing the check rejects a backward without the forget gates' cumsum; the
 // mLSTM cell's parallel stabilized form against the recurrent form and the naive form, and on long
 // sequences with large gate pre-activations, where the naive form overflows and the stabilized
-// one stays finite (and exact: h is a convex combination of the v rows there).
+// one stays finite (and exact: h is a convex combination of the v rows there); XlstmConfig's
+// defaults, validation errors naming the field, and its tensors against the reference's.
 #include "tests/reference/xlstm_reference.h"
 
 #include <gtest/gtest.h>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "kernels/core/error.h"
+#include "lib/models/xlstm/xlstm_config.h"
 #include "tests/reference/finite_difference.h"
 
 namespace {
@@ -240,6 +242,88 @@ TEST(XlstmReference, RejectsBadDims) {
   d = ref::XlstmDims{};
   d.window = 0;
   EXPECT_THROW(ref::xlstm_zero_params(d), resident::Error);
+}
+
+using resident::models::ModelShape;
+using resident::models::XlstmConfig;
+
+std::string config_error(const XlstmConfig& config, const ModelShape& shape) {
+  try {
+    resident::models::validate_xlstm_config(config, shape);
+  } catch (const resident::Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(XlstmConfig, DefaultsAreTheSmallConfig) {
+  const XlstmConfig c;
+  EXPECT_EQ(c.d_model, 64u);
+  EXPECT_EQ(c.heads, 4u);
+  EXPECT_EQ(c.inner(), 128u);
+  EXPECT_EQ(c.mlstm_head_dim(), 32u);
+  EXPECT_EQ(c.blocks, 4u);
+  EXPECT_EQ(c.slstm_at, 1);
+  EXPECT_EQ(c.ffn(), 128u);
+  EXPECT_EQ(config_error(c, ModelShape{}), "");
+  EXPECT_EQ(resident::models::describe_xlstm(c),
+            "xlstm D=64 NH=4 Di=128 blocks 4 (sLSTM at 1) FFN 128");
+}
+
+TEST(XlstmConfig, ErrorsNameTheField) {
+  const ModelShape shape{64, 32, 1, 256};
+  XlstmConfig c;
+  c.heads = 3;
+  EXPECT_NE(config_error(c, shape).find("d_model = 64"), std::string::npos)
+      << config_error(c, shape);
+  c = XlstmConfig{};
+  c.slstm_at = 4;
+  EXPECT_NE(config_error(c, shape).find("slstm_at = 4"), std::string::npos);
+  c = XlstmConfig{};
+  c.conv_kernel = 9;
+  EXPECT_NE(config_error(c, shape).find("conv_kernel = 9"), std::string::npos);
+  c = XlstmConfig{};
+  c.heads = 1;  // sLSTM head dim 64 > 32
+  EXPECT_NE(config_error(c, shape).find("d_model / heads = 64"), std::string::npos);
+  ModelShape bad = shape;
+  bad.window = 1024;  // the cell's window does not fit in shared memory
+  EXPECT_NE(config_error(XlstmConfig{}, bad).find("shape.window = 1024"), std::string::npos);
+  bad = shape;
+  bad.max_batch = 0;
+  EXPECT_NE(config_error(XlstmConfig{}, bad).find("shape.max_batch = 0"), std::string::npos);
+  EXPECT_EQ(config_error(XlstmConfig{}, ModelShape{128, 32, 1, 256}), "");  // L 128 fits
+}
+
+TEST(XlstmConfig, TensorsMatchTheReference) {
+  for (const long slstm_at : {-1L, 0L, 1L}) {
+    XlstmConfig c;
+    c.slstm_at = slstm_at;
+    const ModelShape shape{64, 32, 3, 256};
+    ref::XlstmDims d;
+    d.window = 64;
+    d.features = 32;
+    d.outputs = 3;
+    d.d_model = c.d_model;
+    d.heads = c.heads;
+    d.inner = c.inner();
+    d.ffn = c.ffn();
+    d.blocks = c.blocks;
+    d.slstm_at = slstm_at;
+    const auto specs = resident::models::xlstm_tensor_specs(c, shape);
+    const auto shapes = ref::xlstm_tensor_shapes(d);
+    ASSERT_EQ(specs.size(), shapes.size());
+    for (std::size_t i = 0; i < specs.size(); ++i) {
+      EXPECT_EQ(specs[i].name, shapes[i].name);
+      EXPECT_EQ(specs[i].shape, shapes[i].shape) << specs[i].name;
+    }
+    const auto values = resident::models::xlstm_initial_values(c, shape, 7);
+    ASSERT_EQ(values.size(), specs.size());
+    for (std::size_t i = 0; i < specs.size(); ++i) {
+      std::size_t n = 1;
+      for (const std::size_t e : specs[i].shape) n *= e;
+      EXPECT_EQ(values[i].size(), n) << specs[i].name;
+    }
+  }
 }
 
 }  // namespace
