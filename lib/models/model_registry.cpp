@@ -8,6 +8,7 @@
 #include "lib/models/diffusion/diffusion_model.h"
 #include "lib/models/kan/kan_model.h"
 #include "lib/models/mamba2/mamba2_model.h"
+#include "lib/models/tlob/tlob_model.h"
 #include "lib/models/xlstm/xlstm_model.h"
 
 namespace resident::models {
@@ -21,6 +22,7 @@ const std::vector<std::pair<std::string, Factory>>& registry() {
       {"kan", make_kan_model},
       {"mamba2", make_mamba2},
       {"cfc", make_cfc_model},
+      {"tlob", make_tlob_model},
       {"xlstm", make_xlstm_model},
       {"diffusion", make_diffusion_model},
   };

@@ -50,6 +50,8 @@ void validate(const SupervisedTrainerConfig& c) {
   check(p, c.horizon >= 1 && c.horizon <= 4096, "horizon", c.horizon, "[1, 4096]");
   check(p, std::isfinite(c.normalization_epsilon) && c.normalization_epsilon > 0.0,
         "normalization_epsilon", c.normalization_epsilon, "(0, inf), finite");
+  check(p, std::isfinite(c.trend_threshold), "trend_threshold", c.trend_threshold,
+        "finite (< 0: balanced classes on the training split)");
   if (!p.empty())
     throw Error("validate(SupervisedTrainerConfig)", "invalid SupervisedTrainerConfig", p,
                 __FILE__, __LINE__);

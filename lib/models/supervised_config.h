@@ -32,6 +32,11 @@ struct SupervisedTrainerConfig {
   std::size_t horizon = 1;             // h, future rows predicted, [1, 4096]
   double normalization_epsilon = 1e-8; // added to each column's variance, finite, > 0
   TrainerPipeline pipeline = TrainerPipeline::Resident;
+  // Classifiers only (LossKind::CrossEntropy): theta of the trend labels, in the target column's
+  // normalized units (the change of its mean over the next `horizon` rows against the window's
+  // last `horizon` rows). Negative (the default): set on the training split so that the three
+  // classes are about equally frequent. Finite.
+  double trend_threshold = -1.0;
 };
 
 // Throws resident::Error "invalid SupervisedTrainerConfig" listing every invalid field as

@@ -30,7 +30,13 @@ namespace resident::models {
 enum class LossKind {
   Mse,      // mean over batch * outputs of (prediction - target)^2
   Pinball,  // quantile head: outputs = horizon * targets * quantiles (quantile fastest)
+  // Classifier: outputs = kTrendClasses logits per window; cross-entropy against the trend label
+  // the trainer computes on the device from the series (supervised_trainer.h, classification).
+  CrossEntropy,
 };
+
+// The trend classes of a classifier: 0 down, 1 stationary, 2 up.
+inline constexpr std::size_t kTrendClasses = 3;
 
 // What a model is built for. Validated by each model's factory (errors name field, value and
 // the allowed range).

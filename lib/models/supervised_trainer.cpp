@@ -12,11 +12,15 @@
 #include "kernels/core/error.h"
 #include "kernels/core/nvtx_range.h"
 #include "kernels/core/philox.h"
+#include "kernels/data/class_confusion.h"
+#include "kernels/data/cross_entropy_loss.h"
 #include "kernels/data/random_permutation.h"
+#include "kernels/data/trend_labels.h"
 #include "kernels/nn/losses.h"
 #include "kernels/nn/mse_loss_fused.h"
 #include "lib/core/checkpoint_file.h"
 #include "lib/data/host_permutation.h"
+#include "lib/data/trend_threshold.h"
 #include "lib/models/model_registry.h"
 
 namespace resident::models {
@@ -103,7 +107,9 @@ Fingerprint fingerprint_of(const SupervisedModel& model, const data::SeriesDatas
           {"window", std::to_string(s.window)},
           {"features", std::to_string(s.features)},
           {"outputs", std::to_string(s.outputs)},
-          {"loss", model.loss_kind() == LossKind::Mse ? "mse" : "pinball"},
+          {"loss", model.loss_kind() == LossKind::Mse            ? "mse"
+                   : model.loss_kind() == LossKind::CrossEntropy ? "cross-entropy"
+                                                                 : "pinball"},
           {"horizon", std::to_string(dataset.horizon())},
           {"dataset columns", columns},
           {"input columns", std::to_string(dataset.features())},
@@ -125,8 +131,10 @@ struct StepBuffers {
   unsigned int* ticket;
 };
 
+// labels non-null: a classifier's step, cross-entropy against them over its kTrendClasses logits.
 void enqueue_loss_and_backward(SupervisedModel& model, const StreamContext& context,
-                               const StepBuffers& b, std::size_t batch, std::size_t outputs) {
+                               const StepBuffers& b, std::size_t batch, std::size_t outputs,
+                               const std::int32_t* labels = nullptr) {
   const cudaStream_t s = context.stream();
   model.slab().zero_grads(s);
   if (model.owns_training_loss()) {
@@ -134,9 +142,13 @@ void enqueue_loss_and_backward(SupervisedModel& model, const StreamContext& cont
     return;
   }
   model.forward(context, b.x, batch, b.prediction);
-  kernels::launch_mse_loss_fused(b.loss, b.d_prediction, b.partials, b.partials_count, b.ticket,
-                                 b.prediction, b.y, batch * outputs, 1.0f, nn::GradMode::Overwrite,
-                                 s);
+  if (labels != nullptr)
+    kernels::data::launch_cross_entropy_loss(b.loss, b.d_prediction, b.prediction, labels, batch,
+                                             kTrendClasses, 1.0f, s);
+  else
+    kernels::launch_mse_loss_fused(b.loss, b.d_prediction, b.partials, b.partials_count, b.ticket,
+                                   b.prediction, b.y, batch * outputs, 1.0f,
+                                   nn::GradMode::Overwrite, s);
   model.backward(context, b.x, b.d_prediction, batch);
 }
 
@@ -148,9 +160,11 @@ struct SupervisedTrainer::HostStaging {
   HostStaging(std::size_t x_count, std::size_t y_count, std::size_t batch)
       : x{PinnedArray<float>(x_count), PinnedArray<float>(x_count)},
         y{PinnedArray<float>(y_count), PinnedArray<float>(y_count)},
+        labels{PinnedArray<std::int32_t>(batch), PinnedArray<std::int32_t>(batch)},
         starts(batch) {}
   PinnedArray<float> x[2];
   PinnedArray<float> y[2];
+  PinnedArray<std::int32_t> labels[2];  // classification: the batch's trend labels
   std::vector<std::size_t> starts;
   std::vector<std::uint32_t> order;  // the host order of epoch `order_epoch`
   std::uint64_t order_epoch = ~std::uint64_t{0};
@@ -202,12 +216,14 @@ SupervisedTrainer::SupervisedTrainer(const SupervisedTrainerConfig& config,
   };
   shape_field("window", shape.window, want.window, false);
   shape_field("features", shape.features, want.features, false);
-  shape_field("outputs", shape.outputs, want.outputs, false);
+  classifier_ = model_->loss_kind() == LossKind::CrossEntropy;
+  shape_field("outputs", shape.outputs, classifier_ ? kTrendClasses : want.outputs, false);
   shape_field("max_batch", shape.max_batch, want.max_batch, true);
-  if (model_->loss_kind() != LossKind::Mse)
+  if (model_->loss_kind() != LossKind::Mse && !classifier_)
     fail(kCall, "model mismatch",
          std::string("model \"") + std::string(model_->name()) +
-             "\" asks for the pinball loss; this trainer implements LossKind::Mse only",
+             "\" asks for the pinball loss; this trainer implements LossKind::Mse and "
+             "LossKind::CrossEntropy only",
          __LINE__);
   if (!model_->slab().finalized())
     fail(kCall, "model mismatch", "the model's slab is not finalized", __LINE__);
@@ -224,12 +240,31 @@ SupervisedTrainer::SupervisedTrainer(const SupervisedTrainerConfig& config,
   const std::size_t validation_windows = dataset_.split().validation_windows;
   validation_batches_ = (validation_windows + batch_ - 1) / batch_;
   shuffle_seed_ = mix_seed(config_.seed, kShuffleStream);
+  if (classifier_) {
+    if (config_.horizon > config_.window)
+      fail(kCall, "invalid config",
+           "horizon = " + std::to_string(config_.horizon) + ", allowed [1, window = " +
+               std::to_string(config_.window) +
+               "] for a classifier (its trend labels compare the window's last horizon rows with "
+               "the next horizon rows)",
+           __LINE__);
+    trend_theta_ = config_.trend_threshold >= 0.0
+                       ? config_.trend_threshold
+                       : data::balanced_trend_threshold(dataset_, dataset_.target_columns()[0],
+                                                        config_.horizon);
+  }
 
   const std::size_t n = batch_ * outputs_;
   x_ = DeviceBuffer<float>(batch_ * dataset_.window() * dataset_.features());
   y_ = DeviceBuffer<float>(n);
-  prediction_ = DeviceBuffer<float>(n);
-  d_prediction_ = DeviceBuffer<float>(n);
+  const std::size_t logits = classifier_ ? batch_ * kTrendClasses : 0;  // a classifier's outputs
+  prediction_ = DeviceBuffer<float>(std::max(n, logits));
+  d_prediction_ = DeviceBuffer<float>(std::max(n, logits));
+  if (classifier_) {
+    labels_ = DeviceBuffer<std::int32_t>(batch_);
+    confusion_ = DeviceBuffer<unsigned long long>(kTrendClasses * kTrendClasses);
+    class_summary_ = DeviceBuffer<kd::FloatPair>(2);
+  }
   loss_ = DeviceBuffer<float>(1);
   loss_partials_ = DeviceBuffer<float>(
       std::max(kernels::loss_partials_count(n), kernels::mse_loss_fused_partials_count(n)));
@@ -274,11 +309,12 @@ void SupervisedTrainer::enqueue_train_step() {
   selection.counter_modulo = steps_per_epoch_;
   selection.first_start = 0;  // training window w starts at row w
   dataset_.gather(x_.data(), y_.data(), selection, batch_, s);
+  if (classifier_) enqueue_labels(selection, batch_);
   enqueue_loss_and_backward(
       *model_, context_,
       {x_.data(), y_.data(), prediction_.data(), d_prediction_.data(), loss_.data(),
        loss_partials_.data(), loss_partials_.size(), loss_ticket_.data()},
-      batch_, outputs_);
+      batch_, outputs_, classifier_ ? labels_.data() : nullptr);
   slab.clip_and_adamw_step(config_.max_grad_norm, config_.adamw, s);
   kd::launch_accumulate_step_loss(counters_.data(), loss_.data(), s);
 }
@@ -286,6 +322,8 @@ void SupervisedTrainer::enqueue_train_step() {
 void SupervisedTrainer::enqueue_validation() {
   const cudaStream_t s = context_.stream();
   const std::size_t windows = dataset_.split().validation_windows;
+  if (classifier_)
+    RESIDENT_CUDA_CHECK(cudaMemsetAsync(confusion_.data(), 0, confusion_.bytes(), s));
   for (std::size_t b = 0; b < validation_batches_; ++b) {
     const std::size_t first = b * batch_;
     const std::size_t rows = std::min(batch_, windows - first);
@@ -293,11 +331,32 @@ void SupervisedTrainer::enqueue_validation() {
     selection.offset = first;
     selection.first_start = dataset_.split().validation_first;
     dataset_.gather(x_.data(), y_.data(), selection, rows, s);
+    if (classifier_) enqueue_labels(selection, rows);
     model_->forward(context_, x_.data(), rows, prediction_.data());
-    kernels::launch_mse_loss(validation_losses_.data() + b, loss_partials_.data(),
-                             loss_partials_.size(), prediction_.data(), y_.data(), rows * outputs_,
-                             s);
+    if (classifier_)
+      enqueue_class_validation(validation_losses_.data() + b, rows);
+    else
+      kernels::launch_mse_loss(validation_losses_.data() + b, loss_partials_.data(),
+                               loss_partials_.size(), prediction_.data(), y_.data(),
+                               rows * outputs_, s);
   }
+}
+
+void SupervisedTrainer::enqueue_labels(const kd::WindowSelection& selection, std::size_t rows) {
+  kd::TrendRule rule;
+  rule.column = dataset_.target_columns()[0];
+  rule.smoothing = config_.horizon;
+  rule.theta = trend_theta_;
+  kd::launch_trend_labels(labels_.data(), dataset_.layout(), selection, rule, rows,
+                          context_.stream());
+}
+
+void SupervisedTrainer::enqueue_class_validation(float* loss, std::size_t rows) {
+  const cudaStream_t s = context_.stream();
+  kd::launch_cross_entropy_loss(loss, nullptr, prediction_.data(), labels_.data(), rows,
+                                kTrendClasses, 1.0f, s);
+  kd::launch_class_confusion(confusion_.data(), prediction_.data(), labels_.data(), rows,
+                             kTrendClasses, s);
 }
 
 void SupervisedTrainer::run_resident_epoch(double* train_loss, double* validation_loss) {
@@ -316,6 +375,19 @@ void SupervisedTrainer::run_resident_epoch(double* train_loss, double* validatio
   validation_graph_.launch(s);
   kd::launch_finish_epoch(counters_.data(), validation_losses_.data(), validation_batches_, batch_,
                           dataset_.split().validation_windows, s);
+  if (classifier_) {
+    kd::launch_class_epoch_summary(class_summary_.data(), counters_.data(), confusion_.data(),
+                                   kTrendClasses, s);
+    class_losses_readback_.enqueue(class_summary_.data(), s);
+    class_scores_readback_.enqueue(class_summary_.data() + 1, s);
+    const kd::FloatPair losses = class_losses_readback_.wait();
+    const kd::FloatPair scores = class_scores_readback_.wait();
+    *train_loss = losses.first;
+    *validation_loss = losses.second;
+    last_macro_f1_ = scores.first;
+    last_accuracy_ = scores.second;
+    return;
+  }
   train_readback_.enqueue(field<double>(counters_, offsetof(kd::EpochCounters, train_mean)), s);
   validation_readback_.enqueue(
       field<double>(counters_, offsetof(kd::EpochCounters, validation_mean)), s);
@@ -338,6 +410,9 @@ void SupervisedTrainer::upload_batch(std::size_t slot, std::size_t batch) {
                                       cudaMemcpyHostToDevice, s));
   RESIDENT_CUDA_CHECK(cudaMemcpyAsync(y_.data(), staging_->y[slot].data(),
                                       batch * outputs_ * sizeof(float), cudaMemcpyHostToDevice, s));
+  if (classifier_)
+    RESIDENT_CUDA_CHECK(cudaMemcpyAsync(labels_.data(), staging_->labels[slot].data(),
+                                        batch * sizeof(std::int32_t), cudaMemcpyHostToDevice, s));
 }
 
 void SupervisedTrainer::run_host_fed_epoch(double* train_loss, double* validation_loss) {
@@ -351,6 +426,7 @@ void SupervisedTrainer::run_host_fed_epoch(double* train_loss, double* validatio
     for (std::size_t i = 0; i < batch_; ++i)
       h.starts[i] = dataset_.train_start(h.order[k * batch_ + i]);
     dataset_.gather_host(h.x[slot].data(), h.y[slot].data(), h.starts.data(), batch_);
+    if (classifier_) assemble_labels(slot, batch_);
   };
   nn::ParamSlab& slab = model_->slab();
   double sum = 0.0;
@@ -362,7 +438,7 @@ void SupervisedTrainer::run_host_fed_epoch(double* train_loss, double* validatio
         *model_, context_,
         {x_.data(), y_.data(), prediction_.data(), d_prediction_.data(), loss_.data(),
          loss_partials_.data(), loss_partials_.size(), loss_ticket_.data()},
-        batch_, outputs_);
+        batch_, outputs_, classifier_ ? labels_.data() : nullptr);
     slab.clip_and_adamw_step(config_.max_grad_norm, config_.adamw, s);
     step_readback_.enqueue(loss_.data(), s);
     // The next batch is assembled while the GPU runs this step; its slot's last upload (step
@@ -378,21 +454,43 @@ void SupervisedTrainer::run_host_fed_epoch(double* train_loss, double* validatio
     const std::size_t first = b * batch_, rows = std::min(batch_, windows - first);
     for (std::size_t i = 0; i < rows; ++i) h.starts[i] = dataset_.validation_start(first + i);
     dataset_.gather_host(h.x[slot].data(), h.y[slot].data(), h.starts.data(), rows);
+    if (classifier_) assemble_labels(slot, rows);
     return rows;
   };
   h.validation_losses.assign(validation_batches_, 0.0f);
+  if (classifier_)
+    RESIDENT_CUDA_CHECK(cudaMemsetAsync(confusion_.data(), 0, confusion_.bytes(), s));
   std::size_t rows = assemble_validation(0, 0);
   for (std::size_t b = 0; b < validation_batches_; ++b) {
     const std::size_t slot = b % 2;
     upload_batch(slot, rows);
     model_->forward(context_, x_.data(), rows, prediction_.data());
-    kernels::launch_mse_loss(loss_.data(), loss_partials_.data(), loss_partials_.size(),
-                             prediction_.data(), y_.data(), rows * outputs_, s);
+    if (classifier_)
+      enqueue_class_validation(loss_.data(), rows);
+    else
+      kernels::launch_mse_loss(loss_.data(), loss_partials_.data(), loss_partials_.size(),
+                               prediction_.data(), y_.data(), rows * outputs_, s);
     step_readback_.enqueue(loss_.data(), s);
     if (b + 1 < validation_batches_) rows = assemble_validation(1 - slot, b + 1);
     h.validation_losses[b] = step_readback_.wait();
   }
   *validation_loss = validation_mean_host(h.validation_losses, batch_, windows);
+  if (classifier_) {
+    // The resident epoch's float pairs: the same values rounded the same way.
+    *train_loss = static_cast<float>(*train_loss);
+    *validation_loss = static_cast<float>(*validation_loss);
+    kd::launch_class_epoch_summary(class_summary_.data(), nullptr, confusion_.data(),
+                                   kTrendClasses, s);
+    class_scores_readback_.enqueue(class_summary_.data() + 1, s);
+    const kd::FloatPair scores = class_scores_readback_.wait();
+    last_macro_f1_ = scores.first;
+    last_accuracy_ = scores.second;
+  }
+}
+
+void SupervisedTrainer::assemble_labels(std::size_t slot, std::size_t rows) {
+  data::host_trend_labels(staging_->labels[slot].data(), dataset_, staging_->starts.data(), rows,
+                          dataset_.target_columns()[0], config_.horizon, trend_theta_);
 }
 
 float SupervisedTrainer::host_fed_step(std::size_t index) {
@@ -406,13 +504,14 @@ float SupervisedTrainer::host_fed_step(std::size_t index) {
   for (std::size_t i = 0; i < batch_; ++i)
     h.starts[i] = dataset_.train_start(h.order[k * batch_ + i]);
   dataset_.gather_host(h.x[0].data(), h.y[0].data(), h.starts.data(), batch_);
+  if (classifier_) assemble_labels(0, batch_);
   upload_batch(0, batch_);
   nn::ParamSlab& slab = model_->slab();
   enqueue_loss_and_backward(
       *model_, context_,
       {x_.data(), y_.data(), prediction_.data(), d_prediction_.data(), loss_.data(),
        loss_partials_.data(), loss_partials_.size(), loss_ticket_.data()},
-      batch_, outputs_);
+      batch_, outputs_, classifier_ ? labels_.data() : nullptr);
   slab.clip_and_adamw_step(config_.max_grad_norm, config_.adamw, s);
   step_readback_.enqueue(loss_.data(), s);
   return step_readback_.wait();
@@ -428,6 +527,10 @@ EpochResult SupervisedTrainer::train_epoch() {
     run_resident_epoch(&r.train_loss, &r.validation_loss);
   else
     run_host_fed_epoch(&r.train_loss, &r.validation_loss);
+  if (classifier_) {
+    r.validation_accuracy = last_accuracy_;
+    r.validation_macro_f1 = last_macro_f1_;
+  }
   ++epochs_done_;
   r.epoch = epochs_done_;
   r.steps = steps_per_epoch_;

@@ -24,6 +24,17 @@
 //      device's best copy (one device-to-device copy) and resets the patience; otherwise the
 //      patience drops by one and at 0 the trainer stops. fit() restores the best parameters at
 //      the end (restore_best(): device-to-device).
+// Classification (a model whose loss_kind() is LossKind::CrossEntropy, kTrendClasses outputs):
+// each step's labels come from the series on the device (kernels/data/trend_labels.h: the target
+// column's mean over the next `horizon` rows against the window's last `horizon` rows, up /
+// stationary / down against theta = config.trend_threshold, or when that is negative the
+// balanced threshold of the training split, computed once at setup on the host copy); the loss is
+// cross-entropy (one launch with its gradient); validation also counts a confusion matrix on the
+// device. The epoch's two 8-byte readbacks then carry {train loss, validation loss} and
+// {validation macro F1, accuracy} as float pairs (kernels/data/class_metrics.h), so the
+// SupervisedEpochContract is unchanged. The host-fed pipeline computes the same labels on the
+// host (lib/data/trend_threshold.h) and uploads them with the batch, and reads the metrics back
+// once after its validation pass.
 // Host-fed epoch (the "before"): the same model, kernels and math, eagerly launched; the same
 // permutation computed on the host (lib/data/host_permutation.h); each batch assembled on the
 // host from the dataset's host copy into pinned memory (the next batch while the GPU runs the
@@ -47,10 +58,12 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <string_view>
 #include <vector>
 
+#include "kernels/data/class_metrics.h"
 #include "kernels/data/epoch_metrics.h"
 #include "lib/core/captured_graph.h"
 #include "lib/core/device_buffer.h"
@@ -71,6 +84,9 @@ struct EpochResult {
   std::size_t steps = 0;           // train steps in this epoch
   double seconds = 0.0;            // host wall time of the whole epoch (validation included)
   double windows_per_second = 0.0; // training windows (steps * batch) per second
+  // Classifiers only (NaN otherwise): over every validation window, argmax against the label.
+  double validation_accuracy = std::numeric_limits<double>::quiet_NaN();
+  double validation_macro_f1 = std::numeric_limits<double>::quiet_NaN();
 };
 
 // The transfer contract of one resident epoch (tests and benches build an
@@ -138,6 +154,9 @@ class SupervisedTrainer {
   bool stopped() const noexcept { return stopped_; }
   // The best parameters' device copy [slab().total_elements()].
   const float* best_params() const noexcept { return best_params_.data(); }
+  // Classification: whether the model is a classifier, and theta of its trend labels.
+  bool classifies() const noexcept { return classifier_; }
+  double trend_threshold() const noexcept { return trend_theta_; }
 
  private:
   struct HostStaging;
@@ -147,6 +166,12 @@ class SupervisedTrainer {
   void run_resident_epoch(double* train_loss, double* validation_loss);
   void run_host_fed_epoch(double* train_loss, double* validation_loss);
   void upload_batch(std::size_t slot, std::size_t batch);
+  // Classification: the labels of the windows `selection` names into labels_ (one launch).
+  void enqueue_labels(const kernels::data::WindowSelection& selection, std::size_t rows);
+  // Classification: one validation batch's labels, loss into *loss and confusion counts.
+  void enqueue_class_validation(float* loss, std::size_t rows);
+  // Classification, host-fed: the labels of staging_->starts[0 .. rows) into staging slot `slot`.
+  void assemble_labels(std::size_t slot, std::size_t rows);
   std::vector<std::uint32_t> host_order(std::uint64_t epoch) const;
 
   SupervisedTrainerConfig config_;
@@ -168,6 +193,14 @@ class SupervisedTrainer {
   ScalarReadback<float> step_readback_;
   CapturedGraph step_graph_, validation_graph_;
   std::unique_ptr<HostStaging> staging_;
+  // Classification (LossKind::CrossEntropy) state; empty buffers otherwise.
+  bool classifier_ = false;
+  double trend_theta_ = 0.0;
+  DeviceBuffer<std::int32_t> labels_;                // [batch]
+  DeviceBuffer<unsigned long long> confusion_;       // [classes, classes], validation
+  DeviceBuffer<kernels::data::FloatPair> class_summary_;  // [2]
+  ScalarReadback<kernels::data::FloatPair> class_losses_readback_, class_scores_readback_;
+  double last_accuracy_ = 0.0, last_macro_f1_ = 0.0;  // of the last epoch's validation
 
   std::size_t epochs_done_ = 0;
   bool has_best_ = false;

@@ -57,7 +57,8 @@ std::string describe_tlob(const TlobConfig& config, const ModelShape& shape) {
   for (const std::size_t w : tlob_head_widths(config, shape))
     head += (head.empty() ? "" : " -> ") + std::to_string(w);
   return "tlob: H " + std::to_string(config.hidden) + ", " + std::to_string(config.pairs) +
-         " layer pairs, " + std::to_string(config.heads) + (config.heads == 1 ? " head" : " heads") +
+         " layer pairs, " + std::to_string(config.heads) +
+         (config.heads == 1 ? " head" : " heads") +
          ", head [" + head + "], L " + std::to_string(shape.window) + ", F " +
          std::to_string(shape.features);
 }
