@@ -69,7 +69,10 @@ MODEL options (a supervised time-series model from the registry, at its small co
   --patience N             stop after N epochs without a better validation loss (default 5)
   --batch N                windows per step (default 64)
   --window N               rows per window (default 64)
-  --horizon N              future rows predicted (default 1)
+  --horizon N              future rows predicted (default 1); a classifier (tlob): the rows
+                           of its trend labels, <= --window
+  --trend-threshold X      a classifier's trend-label theta, in the target column's normalized
+                           units (default: balanced classes on the training split)
   --validation-fraction X  share of the rows for validation, after the training rows (default 0.2)
   --seed N                 model init and shuffle seed (default 1)
   --lr X                   AdamW learning rate (default 1e-3)
@@ -269,6 +272,7 @@ int train_model(const std::string& model, const std::vector<std::string>& args) 
     else if (flag == "--validation-fraction") c.validation_fraction = number(flag, value);
     else if (flag == "--seed") c.seed = count(flag, value);
     else if (flag == "--lr") c.adamw.lr = number(flag, value);
+    else if (flag == "--trend-threshold") c.trend_threshold = number(flag, value);
     else if (flag == "--checkpoint") checkpoint_dir = value;
     else throw Usage{"unknown option " + flag + " for model " + model};
   }
@@ -308,6 +312,11 @@ int train_model(const std::string& model, const std::vector<std::string>& args) 
   std::printf("%s: %s, %s pipeline, %zu steps of %zu per epoch\n", model.c_str(),
               trainer->model().describe().c_str(), pipeline_name(c.pipeline),
               trainer->steps_per_epoch(), c.batch);
+  if (o.count("--trend-threshold") && !trainer->classifies())
+    throw Usage{"--trend-threshold applies to a classifier (tlob); " + model + " is a regressor"};
+  if (trainer->classifies())
+    std::printf("%s: trend labels over %zu rows, theta %.6g%s\n", model.c_str(), c.horizon,
+                trainer->trend_threshold(), c.trend_threshold < 0.0 ? " (balanced)" : "");
   if (resume) {
     trainer->load_checkpoint(checkpoint);
     std::printf("%s: resumed from %s after epoch %zu\n", model.c_str(), checkpoint.c_str(),
@@ -318,6 +327,9 @@ int train_model(const std::string& model, const std::vector<std::string>& args) 
     std::printf("%s epoch %zu: train loss %.6f, validation loss %.6f%s, %.0f windows/s, %.2f s\n",
                 model.c_str(), r.epoch, r.train_loss, r.validation_loss,
                 r.improved ? " (best)" : "", r.windows_per_second, r.seconds);
+    if (trainer->classifies())
+      std::printf("%s epoch %zu: validation accuracy %.4f, macro F1 %.4f\n", model.c_str(),
+                  r.epoch, r.validation_accuracy, r.validation_macro_f1);
     std::fflush(stdout);
     if (!checkpoint_dir.empty()) trainer->save_checkpoint(checkpoint);
   }

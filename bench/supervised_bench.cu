@@ -1,6 +1,9 @@
 // Supervised time-series models, each registered model at its small reference configuration,
 // batch 256, window L = 64, F = 32 input columns (the synthetic series, 20,000 steps, column 0
-// the target, horizon 1), AdamW + global-norm clip, MSE:
+// the target, horizon 1), AdamW + global-norm clip, MSE (a classifier, tlob: cross-entropy on the
+// trend labels the trainer computes on the device, balanced threshold; its epoch rows run under the
+// same SupervisedEpochContract, the two readbacks carrying {train, validation loss} and
+// {macro F1, accuracy}):
 //   supervised_step/resident/model:<m>  one train step as one CUDA-graph replay (zero grads,
 //     device gather of the batch through the epoch's permutation, forward, loss, backward, clip,
 //     AdamW); 20 steps back to back per timed window, reported per step; zero-transfer contract.

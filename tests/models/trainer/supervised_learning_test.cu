@@ -79,8 +79,12 @@ std::string case_name(const testing::TestParamInfo<LearningCase>& info) {
 
 std::vector<LearningCase> learning_cases() {
   std::vector<LearningCase> cases;
-  for (const std::string& name : supervised_model_names())
+  for (const std::string& name : supervised_model_names()) {
+    // A classifier's loss is cross-entropy, not an MSE to hold against the naive predictor:
+    // tests/models/tlob/tlob_learning_test.cu holds it to validation macro F1.
+    if (name == "tlob") continue;
     for (std::uint64_t seed : {1u, 2u, 3u}) cases.push_back({name, seed});
+  }
   return cases;
 }
 

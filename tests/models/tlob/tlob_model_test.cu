@@ -1,0 +1,374 @@
+// The GPU TLOB model (lib/models/tlob/tlob_model.h) and the classification kernels
+// (kernels/data/trend_labels.h, cross_entropy_loss.h, class_confusion.h, class_metrics.h) against
+// the double reference (tests/reference/tlob_reference.h), on a GPU (each test calls
+// RESIDENT_REQUIRE_GPU first):
+//   - the logits, the cross-entropy loss and every parameter tensor's gradient at tiny configs
+//     with random parameters (one head; two heads; a head with a hidden GELU layer; batch 1) and
+//     at the model's own init; logits and dlogits poisoned with NaN before the run, the gradients
+//     starting from random values (the backward must add exactly its share);
+//   - trend labels of random windows of a random series, cross-entropy and its gradient,
+//     confusion counts, accuracy and macro F1 against the reference (labels and counts exact);
+//   - a CUDA graph of zero_grads + forward + cross-entropy + backward + clip_and_adamw_step
+//     replayed 3 times equals 3 eager steps bit for bit (memcmp of the parameters);
+//   - one train step at the benchmark shape (batch 256, L 64, F 32, H 64, 4 pairs, 1 head) with a
+//     finite loss, and its graph-replayed time printed (target <= 2.5 ms).
+// Tolerances: |gpu - ref| <= atol + rtol |ref| with rtol 5e-3, atol 5e-4 (fp32 without TF32
+// against double through up to four attention layers, LayerNorms and GELUs); the classification
+// kernels' losses rtol 1e-5, atol 1e-6.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/core/error.h"
+#include "kernels/data/class_confusion.h"
+#include "kernels/data/class_metrics.h"
+#include "kernels/data/cross_entropy_loss.h"
+#include "kernels/data/trend_labels.h"
+#include "lib/core/device_buffer.h"
+#include "lib/core/stream.h"
+#include "lib/models/model_registry.h"
+#include "lib/models/tlob/tlob_model.h"
+#include "tests/reference/tlob_reference.h"
+#include "tests/support/gpu.h"
+
+namespace {
+
+namespace ref = resident::reference;
+namespace kd = resident::kernels::data;
+using resident::DeviceBuffer;
+using resident::StreamContext;
+using resident::models::ModelShape;
+using resident::models::TlobConfig;
+using resident::models::TlobModel;
+using resident::nn::SlabPart;
+
+constexpr double kRtol = 5e-3;
+constexpr double kAtol = 5e-4;
+
+std::vector<double> random_values(std::size_t n, double low, double high, std::mt19937_64& rng) {
+  std::uniform_real_distribution<double> u(low, high);
+  std::vector<double> v(n);
+  for (double& x : v) x = u(rng);
+  return v;
+}
+std::vector<float> to_float(const std::vector<double>& v) { return {v.begin(), v.end()}; }
+template <class T>
+DeviceBuffer<T> device_copy(const std::vector<T>& host) {
+  DeviceBuffer<T> b(host.size());
+  b.upload(host);
+  return b;
+}
+
+ref::TlobDims reference_dims(const TlobConfig& c, const ModelShape& s) {
+  ref::TlobDims d;
+  d.window = s.window;
+  d.features = s.features;
+  d.hidden = c.hidden;
+  d.pairs = c.pairs;
+  d.heads = c.heads;
+  d.classes = s.outputs;
+  d.head_limit = c.head_limit;
+  return d;
+}
+
+struct Agreement {
+  double max_abs = 0.0, share = 0.0;
+  std::size_t worst = 0;
+};
+template <class A, class B>
+Agreement agreement(const A& got, const B& want, double rtol, double atol) {
+  Agreement r;
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    const double g = static_cast<double>(got[i]), w = static_cast<double>(want[i]);
+    const double err = std::isfinite(g) ? std::fabs(g - w) : INFINITY;
+    const double share = err / (atol + rtol * std::fabs(w));
+    r.max_abs = std::max(r.max_abs, err);
+    if (!(share <= r.share)) {
+      r.share = share;
+      r.worst = i;
+    }
+  }
+  return r;
+}
+void print_agreement(const std::string& what, const Agreement& a, double rtol, double atol) {
+  std::printf("  %-24s max |err| %.3e  share of tolerance %.3f (rtol %.0e, atol %.0e)\n",
+              what.c_str(), a.max_abs, a.share, rtol, atol);
+}
+
+// One GPU forward, cross-entropy and backward against the reference.
+void check_against_reference(const TlobConfig& config, const ModelShape& shape,
+                             std::size_t batch, bool random_parameters, std::uint64_t seed) {
+  StreamContext ctx;
+  TlobModel model(shape, config, seed);
+  const ref::TlobDims dims = reference_dims(config, shape);
+  std::mt19937_64 rng(seed);
+  std::vector<ref::TlobTensor> params = ref::tlob_zero_params(dims);
+  const std::vector<float> flat0 = model.slab().download(SlabPart::Params, ctx.stream());
+  for (ref::TlobTensor& t : params) {
+    if (random_parameters) {
+      const bool gamma = t.name.find("gamma") != std::string::npos;
+      t.values = gamma ? random_values(t.values.size(), 0.7, 1.3, rng)
+                       : random_values(t.values.size(), -0.5, 0.5, rng);
+      const std::vector<float> f = to_float(t.values);
+      t.values.assign(f.begin(), f.end());
+      model.slab().upload(SlabPart::Params, t.name, f, ctx.stream());
+    } else {
+      const std::size_t offset = model.slab().layout().tensor(t.name).offset;
+      for (std::size_t i = 0; i < t.values.size(); ++i) t.values[i] = flat0[offset + i];
+    }
+  }
+  const std::vector<float> xf =
+      to_float(random_values(batch * shape.window * shape.features, -1.5, 1.5, rng));
+  const std::vector<double> x(xf.begin(), xf.end());
+  std::vector<std::int32_t> labels(batch);
+  for (std::size_t i = 0; i < batch; ++i) labels[i] = static_cast<std::int32_t>(rng() % 3);
+  std::vector<float> grads0(model.slab().total_elements());
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  for (float& g : grads0) g = u(rng);
+
+  const std::size_t n = batch * shape.outputs;
+  DeviceBuffer<float> dx = device_copy(xf), logits(n), dlogits(n), loss(1);
+  DeviceBuffer<std::int32_t> dlabels = device_copy(labels);
+  RESIDENT_CUDA_CHECK(cudaMemsetAsync(logits.data(), 0xFF, logits.bytes(), ctx.stream()));
+  RESIDENT_CUDA_CHECK(cudaMemsetAsync(dlogits.data(), 0xFF, dlogits.bytes(), ctx.stream()));
+  model.slab().upload(SlabPart::Grads, grads0, ctx.stream());
+  model.forward(ctx, dx.data(), batch, logits.data());
+  kd::launch_cross_entropy_loss(loss.data(), dlogits.data(), logits.data(), dlabels.data(), batch,
+                                shape.outputs, 1.0f, ctx.stream());
+  model.backward(ctx, dx.data(), dlogits.data(), batch);
+  ctx.synchronize();
+  std::vector<float> grads = model.slab().download(SlabPart::Grads, ctx.stream());
+  for (std::size_t i = 0; i < grads.size(); ++i) grads[i] -= grads0[i];
+
+  const std::vector<double> want = ref::tlob_forward(dims, params, x, batch);
+  const double want_loss = ref::cross_entropy(want, labels, batch, shape.outputs);
+  const std::vector<double> dwant = ref::cross_entropy_backward(want, labels, batch, shape.outputs);
+  const std::vector<ref::TlobTensor> g = ref::tlob_backward(dims, params, x, batch, dwant);
+
+  std::printf("%s, batch %zu, %s parameters:\n", model.describe().c_str(), batch,
+              random_parameters ? "random" : "init");
+  const Agreement la = agreement(logits.download(), want, kRtol, kAtol);
+  print_agreement("logits", la, kRtol, kAtol);
+  EXPECT_LE(la.share, 1.0) << "logit " << la.worst;
+  const Agreement ca = agreement(loss.download(), std::vector<double>{want_loss}, kRtol, kAtol);
+  print_agreement("cross-entropy", ca, kRtol, kAtol);
+  EXPECT_LE(ca.share, 1.0);
+  for (const ref::TlobTensor& t : g) {
+    const std::size_t offset = model.slab().layout().tensor(t.name).offset;
+    const std::vector<float> got(grads.begin() + static_cast<std::ptrdiff_t>(offset),
+                                 grads.begin() + static_cast<std::ptrdiff_t>(offset +
+                                                                             t.values.size()));
+    const Agreement a = agreement(got, t.values, kRtol, kAtol);
+    print_agreement(t.name, a, kRtol, kAtol);
+    EXPECT_LE(a.share, 1.0) << t.name << " element " << a.worst << ": gpu " << got[a.worst]
+                            << ", reference " << t.values[a.worst];
+  }
+}
+
+TlobConfig tiny(std::size_t hidden, std::size_t pairs, std::size_t heads,
+                std::size_t head_limit = 128) {
+  TlobConfig c;
+  c.hidden = hidden;
+  c.pairs = pairs;
+  c.heads = heads;
+  c.head_limit = head_limit;
+  return c;
+}
+
+TEST(TlobModel, GradientsMatchReferenceOneHead) {
+  RESIDENT_REQUIRE_GPU();
+  check_against_reference(tiny(8, 2, 1), ModelShape{8, 3, 3, 5}, 5, true, 1);
+}
+
+TEST(TlobModel, GradientsMatchReferenceTwoHeads) {
+  RESIDENT_REQUIRE_GPU();
+  check_against_reference(tiny(12, 2, 2), ModelShape{8, 4, 3, 4}, 3, true, 2);
+}
+
+TEST(TlobModel, GradientsMatchReferenceHiddenHeadLayerAndBatchOne) {
+  RESIDENT_REQUIRE_GPU();
+  check_against_reference(tiny(8, 1, 1, 2), ModelShape{16, 3, 3, 2}, 1, true, 3);
+  check_against_reference(tiny(8, 1, 1, 2), ModelShape{16, 3, 3, 2}, 2, true, 4);
+}
+
+TEST(TlobModel, GradientsMatchReferenceAtInit) {
+  RESIDENT_REQUIRE_GPU();
+  check_against_reference(tiny(16, 2, 1), ModelShape{16, 6, 3, 7}, 7, false, 5);
+}
+
+TEST(TlobClassification, KernelsMatchTheReference) {
+  RESIDENT_REQUIRE_GPU();
+  StreamContext ctx;
+  std::mt19937_64 rng(9);
+  const std::size_t rows = 300, columns = 4, window = 16, horizon = 3, batch = 70;
+  const std::vector<float> series = to_float(random_values(rows * columns, -2.0, 2.0, rng));
+  std::vector<std::uint32_t> order(batch);
+  for (std::uint32_t& o : order)
+    o = static_cast<std::uint32_t>(rng() % (rows - window - horizon + 1));
+  DeviceBuffer<float> dseries = device_copy(series);
+  DeviceBuffer<std::uint32_t> dorder = device_copy(order);
+  DeviceBuffer<std::int32_t> labels(batch);
+  RESIDENT_CUDA_CHECK(cudaMemsetAsync(labels.data(), 0xFF, labels.bytes(), ctx.stream()));
+  kd::WindowLayout layout;
+  layout.series = dseries.data();
+  layout.rows = rows;
+  layout.columns = columns;
+  layout.window = window;
+  layout.features = columns;
+  layout.horizon = horizon;
+  layout.targets = 1;
+  kd::WindowSelection selection;
+  selection.order = dorder.data();
+  const double theta = 0.3;
+  kd::launch_trend_labels(labels.data(), layout, selection, {2, horizon, theta}, batch,
+                          ctx.stream());
+  std::vector<std::int32_t> want(batch);
+  for (std::size_t i = 0; i < batch; ++i)
+    want[i] = ref::trend_label(ref::trend_change(series, columns, 2, order[i], window, horizon),
+                               theta);
+  EXPECT_EQ(labels.download(), want);
+
+  const std::vector<float> logits = to_float(random_values(batch * 3, -3.0, 3.0, rng));
+  const std::vector<double> logits_d(logits.begin(), logits.end());
+  DeviceBuffer<float> dlogits_in = device_copy(logits), loss(1), dlogits(batch * 3);
+  RESIDENT_CUDA_CHECK(cudaMemsetAsync(dlogits.data(), 0xFF, dlogits.bytes(), ctx.stream()));
+  kd::launch_cross_entropy_loss(loss.data(), dlogits.data(), dlogits_in.data(), labels.data(),
+                                batch, 3, 1.0f, ctx.stream());
+  const Agreement la = agreement(loss.download(),
+                                 std::vector<double>{ref::cross_entropy(logits_d, want, batch, 3)},
+                                 1e-5, 1e-6);
+  print_agreement("cross-entropy", la, 1e-5, 1e-6);
+  EXPECT_LE(la.share, 1.0);
+  const Agreement ga = agreement(dlogits.download(),
+                                 ref::cross_entropy_backward(logits_d, want, batch, 3), 1e-5, 1e-6);
+  print_agreement("d logits", ga, 1e-5, 1e-6);
+  EXPECT_LE(ga.share, 1.0);
+
+  DeviceBuffer<unsigned long long> confusion(9);
+  RESIDENT_CUDA_CHECK(cudaMemsetAsync(confusion.data(), 0, confusion.bytes(), ctx.stream()));
+  // Two calls (batches of 40 and 30 rows) accumulate.
+  kd::launch_class_confusion(confusion.data(), dlogits_in.data(), labels.data(), 40, 3,
+                             ctx.stream());
+  kd::launch_class_confusion(confusion.data(), dlogits_in.data() + 40 * 3, labels.data() + 40, 30,
+                             3, ctx.stream());
+  const std::vector<std::uint64_t> counts = ref::confusion_counts(logits_d, want, batch, 3);
+  const std::vector<unsigned long long> got = confusion.download();
+  for (std::size_t i = 0; i < 9; ++i) EXPECT_EQ(got[i], counts[i]) << "cell " << i;
+  DeviceBuffer<kd::FloatPair> summary(2);
+  kd::launch_class_epoch_summary(summary.data(), nullptr, confusion.data(), 3, ctx.stream());
+  const ref::ClassMetrics m = ref::class_metrics(counts, 3);
+  const kd::FloatPair scores = summary.download()[1];
+  EXPECT_EQ(scores.first, static_cast<float>(m.macro_f1));
+  EXPECT_EQ(scores.second, static_cast<float>(m.accuracy));
+}
+
+struct TrainStep {
+  TlobModel* model;
+  const float* x;
+  const std::int32_t* labels;
+  float *logits, *dlogits, *loss;
+  std::size_t batch;
+  resident::nn::AdamWConfig adamw;
+
+  void enqueue(const StreamContext& ctx) const {
+    model->slab().zero_grads(ctx.stream());
+    model->forward(ctx, x, batch, logits);
+    kd::launch_cross_entropy_loss(loss, dlogits, logits, labels, batch, 3, 1.0f, ctx.stream());
+    model->backward(ctx, x, dlogits, batch);
+    model->slab().clip_and_adamw_step(1.0f, adamw, ctx.stream());
+  }
+};
+
+TEST(TlobModel, GraphReplayEqualsEagerBitForBit) {
+  RESIDENT_REQUIRE_GPU();
+  const ModelShape shape{32, 8, 3, 48};
+  const std::size_t batch = 48;
+  const TlobConfig config = tiny(16, 2, 2);
+  StreamContext ctx;
+  TlobModel eager(shape, config, 81), graphed(shape, config, 81);
+  std::mt19937_64 rng(82);
+  DeviceBuffer<float> x = device_copy(to_float(random_values(batch * 32 * 8, -1, 1, rng)));
+  std::vector<std::int32_t> labels(batch);
+  for (std::int32_t& l : labels) l = static_cast<std::int32_t>(rng() % 3);
+  DeviceBuffer<std::int32_t> dlabels = device_copy(labels);
+  DeviceBuffer<float> logits(batch * 3), dlogits(batch * 3), loss(1);
+  resident::nn::AdamWConfig adamw;
+  adamw.weight_decay = 0.01;
+  const TrainStep a{&eager, x.data(), dlabels.data(), logits.data(), dlogits.data(), loss.data(),
+                    batch, adamw};
+  TrainStep b = a;
+  b.model = &graphed;
+  for (int i = 0; i < 3; ++i) a.enqueue(ctx);
+  ctx.synchronize();
+  cudaGraph_t graph = nullptr;
+  RESIDENT_CUDA_CHECK(cudaStreamBeginCapture(ctx.stream(), cudaStreamCaptureModeThreadLocal));
+  b.enqueue(ctx);
+  RESIDENT_CUDA_CHECK(cudaStreamEndCapture(ctx.stream(), &graph));
+  cudaGraphExec_t exec = nullptr;
+  RESIDENT_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  for (int i = 0; i < 3; ++i) RESIDENT_CUDA_CHECK(cudaGraphLaunch(exec, ctx.stream()));
+  ctx.synchronize();
+  RESIDENT_CUDA_CHECK(cudaGraphExecDestroy(exec));
+  RESIDENT_CUDA_CHECK(cudaGraphDestroy(graph));
+  const std::vector<float> pa = eager.slab().download(SlabPart::Params, ctx.stream());
+  const std::vector<float> pb = graphed.slab().download(SlabPart::Params, ctx.stream());
+  const std::vector<float> init =
+      TlobModel(shape, config, 81).slab().download(SlabPart::Params, ctx.stream());
+  ASSERT_EQ(pa.size(), pb.size());
+  EXPECT_EQ(std::memcmp(pa.data(), pb.data(), pa.size() * sizeof(float)), 0)
+      << "graph replay and eager steps differ";
+  EXPECT_NE(std::memcmp(pa.data(), init.data(), pa.size() * sizeof(float)), 0)
+      << "the steps did not change the parameters";
+}
+
+TEST(TlobModel, BenchmarkShapeStep) {
+  RESIDENT_REQUIRE_GPU();
+  const ModelShape shape{64, 32, 7, 256};  // the registry makes outputs = 3 classes
+  const std::size_t batch = 256;
+  StreamContext ctx;
+  auto made = resident::models::make_supervised_model("tlob", shape, 1);
+  auto* model = dynamic_cast<TlobModel*>(made.get());
+  ASSERT_NE(model, nullptr);
+  EXPECT_EQ(model->shape().outputs, 3u);
+  EXPECT_EQ(model->loss_kind(), resident::models::LossKind::CrossEntropy);
+  std::printf("%s: %zu parameters\n", model->describe().c_str(),
+              model->slab().total_elements());
+  std::mt19937_64 rng(5);
+  DeviceBuffer<float> x = device_copy(to_float(random_values(batch * 64 * 32, -1, 1, rng)));
+  std::vector<std::int32_t> labels(batch);
+  for (std::int32_t& l : labels) l = static_cast<std::int32_t>(rng() % 3);
+  DeviceBuffer<std::int32_t> dlabels = device_copy(labels);
+  DeviceBuffer<float> logits(batch * 3), dlogits(batch * 3), loss(1);
+  const TrainStep step{model, x.data(), dlabels.data(), logits.data(), dlogits.data(),
+                       loss.data(), batch, resident::nn::AdamWConfig{}};
+  step.enqueue(ctx);
+  ctx.synchronize();
+  EXPECT_TRUE(std::isfinite(loss.download()[0]));
+  cudaGraph_t graph = nullptr;
+  RESIDENT_CUDA_CHECK(cudaStreamBeginCapture(ctx.stream(), cudaStreamCaptureModeThreadLocal));
+  step.enqueue(ctx);
+  RESIDENT_CUDA_CHECK(cudaStreamEndCapture(ctx.stream(), &graph));
+  cudaGraphExec_t exec = nullptr;
+  RESIDENT_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  for (int i = 0; i < 3; ++i) RESIDENT_CUDA_CHECK(cudaGraphLaunch(exec, ctx.stream()));
+  ctx.synchronize();
+  const int reps = 20;
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < reps; ++i) RESIDENT_CUDA_CHECK(cudaGraphLaunch(exec, ctx.stream()));
+  ctx.synchronize();
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() /
+      reps;
+  std::printf("TLOB train step (graph replay, batch 256): %.3f ms (target <= 2.5 ms)\n", ms);
+  RESIDENT_CUDA_CHECK(cudaGraphExecDestroy(exec));
+  RESIDENT_CUDA_CHECK(cudaGraphDestroy(graph));
+  EXPECT_TRUE(std::isfinite(loss.download()[0]));
+}
+
+}  // namespace
