@@ -301,9 +301,235 @@ class Cfc(SupervisedModel):
                 f"{self.parameter_count()} parameters")
 
 
+# --------------------------------------------------------------------------------------------
+# Diffusion (MODELS.md section 6): DDPM with epsilon prediction, the schedule in double then cast
+# to float, a residual MLP denoiser conditioned on an embedding of the history window, the
+# ancestral sampler without clipping (z-scored data) and with the posterior variance.
+
+
+def diffusion_schedule(kind: str, steps: int) -> dict[str, torch.Tensor]:
+    """The schedule's per-step tensors (float32): linear (lucidrains' 1000 / T scaling of
+    1e-4 -> 0.02) or cosine (s = 0.008, beta clipped to [0, 0.999], alpha_bar the product of the
+    clipped alphas)."""
+    if kind == "linear":
+        scale = 1000.0 / steps
+        beta = torch.linspace(1e-4 * scale, 0.02 * scale, steps, dtype=torch.float64)
+    else:
+        u = torch.arange(steps + 1, dtype=torch.float64)
+        f = torch.cos((u / steps + 0.008) / 1.008 * math.pi / 2) ** 2
+        beta = (1 - f[1:] / f[:-1]).clamp(0, 0.999)
+    alpha = 1 - beta
+    alpha_bar = torch.cumprod(alpha, 0)
+    prev = torch.cat([alpha_bar.new_ones(1), alpha_bar[:-1]])
+    posterior_variance = beta * (1 - prev) / (1 - alpha_bar)
+    table = {"beta": beta, "alpha_bar": alpha_bar, "sqrt_alpha_bar": alpha_bar.sqrt(),
+             "sqrt_one_minus_alpha_bar": (1 - alpha_bar).sqrt(),
+             "sqrt_recip_alpha_bar": (1 / alpha_bar).sqrt(),
+             "sqrt_recip_alpha_bar_minus_one": (1 / alpha_bar - 1).sqrt(),
+             "c1": beta * prev.sqrt() / (1 - alpha_bar),
+             "c2": (1 - prev) * alpha.sqrt() / (1 - alpha_bar),
+             "sigma": posterior_variance.sqrt()}
+    return {name: value.float() for name, value in table.items()}
+
+
+def time_sinusoid(t: torch.Tensor, dim: int) -> torch.Tensor:
+    """[sin(t w_k), cos(t w_k)], w_k = exp(-k ln(1e4) / (dim/2 - 1)), for integer t [rows]."""
+    half = dim // 2
+    w = torch.exp(-torch.arange(half, device=t.device, dtype=torch.float64) * math.log(1e4)
+                  / (half - 1))
+    arg = t.to(torch.float64)[:, None] * w[None]
+    return torch.cat([arg.sin(), arg.cos()], dim=1).float()
+
+
+class DiffusionBlock(nn.Module):
+    """h + fc2(silu(fc1(LN(h)) + temb))."""
+
+    def __init__(self, width: int):
+        super().__init__()
+        self.norm = nn.LayerNorm(width)
+        self.fc1, self.fc2 = nn.Linear(width, width), nn.Linear(width, width)
+
+    def forward(self, h: torch.Tensor, temb: torch.Tensor) -> torch.Tensor:
+        return h + self.fc2(F.silu(self.fc1(self.norm(h)) + temb))
+
+
+class Diffusion(SupervisedModel):
+    """eps_hat(x_t, t, window): input([x_t | cond | temb]) through ``blocks`` DiffusionBlocks and
+    an output Linear; cond = MLP(flat window) (Linear, SiLU, Linear), temb = MLP(sinusoid(t))
+    (Linear, GELU tanh, Linear). Trains on the epsilon-MSE at drawn t and eps
+    (``training_loss``); ``sample`` runs the T-step ancestral sampler; forward is the mean of
+    ``samples`` sampled forecasts."""
+
+    name = "diffusion"
+
+    def __init__(self, window: int, features: int, outputs: int, steps: int = 200,
+                 width: int = 256, blocks: int = 3, time_dim: int = 64,
+                 schedule: str = "cosine", samples: int = 8):
+        super().__init__()
+        self.steps, self.width, self.time_dim, self.samples = steps, width, time_dim, samples
+        self.schedule_kind = schedule
+        self.time_fc1, self.time_fc2 = nn.Linear(time_dim, width), nn.Linear(width, width)
+        self.cond_fc1 = nn.Linear(window * features, width)
+        self.cond_fc2 = nn.Linear(width, width)
+        self.input = nn.Linear(outputs + 2 * width, width)
+        self.blocks = nn.ModuleList(DiffusionBlock(width) for _ in range(blocks))
+        self.output = nn.Linear(width, outputs)
+        for name, value in diffusion_schedule(schedule, steps).items():
+            self.register_buffer(name, value, persistent=False)
+
+    def time_embedding(self, t: torch.Tensor) -> torch.Tensor:
+        s = time_sinusoid(t, self.time_dim).to(self.time_fc1.weight.dtype)
+        return self.time_fc2(F.gelu(self.time_fc1(s), approximate="tanh"))
+
+    def condition(self, x: torch.Tensor) -> torch.Tensor:
+        return self.cond_fc2(F.silu(self.cond_fc1(x.flatten(1))))
+
+    def denoise(self, x_t: torch.Tensor, t: torch.Tensor, cond: torch.Tensor) -> torch.Tensor:
+        temb = self.time_embedding(t)
+        h = self.input(torch.cat([x_t, cond, temb], dim=1))
+        for block in self.blocks:
+            h = block(h, temb)
+        return self.output(h)
+
+    def training_loss(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        t = torch.randint(0, self.steps, (x.shape[0],), device=x.device)
+        eps = torch.randn_like(y)
+        x_t = self.sqrt_alpha_bar[t, None] * y + self.sqrt_one_minus_alpha_bar[t, None] * eps
+        return F.mse_loss(self.denoise(x_t, t, self.condition(x)), eps)
+
+    def sampler_step(self, x_t: torch.Tensor, t: torch.Tensor, cond: torch.Tensor,
+                     z: torch.Tensor) -> torch.Tensor:
+        """x_{t-1} from x_t at the timesteps t [rows] (all equal), z the step's noise."""
+        eps = self.denoise(x_t, t, cond)
+        x0 = (self.sqrt_recip_alpha_bar[t, None] * x_t
+              - self.sqrt_recip_alpha_bar_minus_one[t, None] * eps)
+        mean = self.c1[t, None] * x0 + self.c2[t, None] * x_t
+        return mean + (t > 0).to(x_t.dtype)[:, None] * self.sigma[t, None] * z
+
+    def sample(self, x: torch.Tensor, samples: int) -> torch.Tensor:
+        """samples [batch, samples, outputs] for windows x [batch, L, F]."""
+        cond = self.condition(x).repeat_interleave(samples, 0)
+        rows = cond.shape[0]
+        x_t = torch.randn(rows, self.output.out_features, device=x.device, dtype=cond.dtype)
+        step = getattr(self, "compiled_sampler_step", self.sampler_step)
+        for t in reversed(range(self.steps)):
+            t_rows = torch.full((rows,), t, device=x.device, dtype=torch.long)
+            x_t = step(x_t, t_rows, cond, torch.randn_like(x_t))
+        return x_t.view(x.shape[0], samples, -1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.sample(x, self.samples).mean(dim=1)
+
+    def describe(self) -> str:
+        return (f"diffusion T={self.steps} {self.schedule_kind}, denoiser width {self.width} x "
+                f"{len(self.blocks)} blocks, time {self.time_dim}, {self.parameter_count()} "
+                f"parameters")
+
+
+# --------------------------------------------------------------------------------------------
+# TLOB (MODELS.md section 7): BiN, alternating temporal / feature attention layers, shrinking head;
+# tests/reference/tlob_reference.h states the model (Q, K, V Linears and W0 around a plain
+# softmax attention, post-norm, MLP d -> 4d -> out with tanh-GELU, the layer input added back when
+# out == d; the last layer's [H/4, L/4] output flattened as is).
+
+
+class Bin(nn.Module):
+    """Bilinear normalization of a window [B, L, F]: y1 (l1[t] z_feature + b1[t]) +
+    y2 (l2[f] z_temporal + b2[f]), unbiased stds, a std below 1e-4 counted as 1."""
+
+    def __init__(self, window: int, features: int):
+        super().__init__()
+        self.l1 = nn.Parameter(torch.randn(window) * math.sqrt(2.0 / (window + 1)))
+        self.b1 = nn.Parameter(torch.zeros(window))
+        self.l2 = nn.Parameter(torch.randn(features) * math.sqrt(2.0 / (features + 1)))
+        self.b2 = nn.Parameter(torch.zeros(features))
+        self.y1 = nn.Parameter(torch.full((1,), 0.5))
+        self.y2 = nn.Parameter(torch.full((1,), 0.5))
+
+    @staticmethod
+    def zscore(x: torch.Tensor, dim: int) -> torch.Tensor:
+        std = x.std(dim=dim, keepdim=True)
+        std = torch.where(std < 1e-4, torch.ones_like(std), std)
+        return (x - x.mean(dim=dim, keepdim=True)) / std
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x1 = self.l1[:, None] * self.zscore(x, 2) + self.b1[:, None]
+        x2 = self.l2 * self.zscore(x, 1) + self.b2
+        return self.y1 * x1 + self.y2 * x2
+
+
+class TlobLayer(nn.Module):
+    def __init__(self, width: int, out: int, heads: int):
+        super().__init__()
+        self.width, self.out, self.heads = width, out, heads
+        self.qkv = nn.Linear(width, 3 * width * heads)
+        self.w0 = nn.Linear(width * heads, width)
+        self.norm = nn.LayerNorm(width)
+        self.fc1 = nn.Linear(width, 4 * width)
+        self.fc2 = nn.Linear(4 * width, out)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, _ = x.shape
+        q, k, v = self.qkv(x).view(b, t, 3, self.heads, self.width).permute(2, 0, 3, 1, 4)
+        p = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(self.width), dim=-1)
+        a = (p @ v).transpose(1, 2).reshape(b, t, self.heads * self.width)
+        y = self.norm(self.w0(a) + x)
+        m = self.fc2(F.gelu(self.fc1(y), approximate="tanh"))
+        return m + x if self.out == self.width else m
+
+
+class Tlob(SupervisedModel):
+    """A classifier: 3 trend logits (down, stationary, up) per window; trained with
+    cross-entropy (``classifier``)."""
+
+    name = "tlob"
+    classifier = True
+
+    def __init__(self, window: int, features: int, outputs: int, hidden: int = 64,
+                 pairs: int = 4, heads: int = 1, head_limit: int = 128):
+        super().__init__()
+        del outputs  # a classifier's outputs are its 3 classes
+        self.window, self.hidden, self.pairs, self.heads = window, hidden, pairs, heads
+        self.bin = Bin(window, features)
+        self.embed = nn.Linear(features, hidden)
+        t = torch.arange(window, dtype=torch.float64)[:, None]
+        rate = torch.pow(10000.0, 2 * torch.arange(hidden // 2, dtype=torch.float64) / hidden)
+        pos = torch.zeros(window, hidden, dtype=torch.float64)
+        pos[:, 0::2], pos[:, 1::2] = torch.sin(t / rate), torch.cos(t / rate)
+        self.register_buffer("pos", pos.float())
+        layers = []
+        for k in range(2 * pairs):
+            width = hidden if k % 2 == 0 else window
+            layers.append(TlobLayer(width, width // 4 if k // 2 == pairs - 1 else width, heads))
+        self.layers = nn.ModuleList(layers)
+        widths = [(hidden // 4) * (window // 4)]
+        while widths[-1] > head_limit:
+            widths.append(widths[-1] // 4)
+        self.head = nn.ModuleList(nn.Linear(a, b) for a, b in zip(widths, widths[1:] + [3]))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.embed(self.bin(x)) + self.pos
+        for k, layer in enumerate(self.layers):
+            h = layer(h)
+            if k + 1 < len(self.layers):
+                h = h.transpose(1, 2)
+        h = h.flatten(1)
+        for j, linear in enumerate(self.head):
+            h = linear(h)
+            if j + 1 < len(self.head):
+                h = F.gelu(h, approximate="tanh")
+        return h
+
+    def describe(self) -> str:
+        return (f"tlob H {self.hidden}, {self.pairs} layer pairs, {self.heads} head(s), "
+                f"{self.parameter_count()} parameters")
+
+
 MODELS: dict[str, type[SupervisedModel]] = {
     Kan.name: Kan,
     Mamba2.name: Mamba2,
     Cfc.name: Cfc,
+    Tlob.name: Tlob,
+    Diffusion.name: Diffusion,
 }
 """The registry: name (as resident's model registry spells it) -> model class."""

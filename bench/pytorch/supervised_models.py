@@ -16,6 +16,12 @@ microseconds, one row per repetition plus median/min/max, counter ``peak_device_
 (torch.cuda.max_memory_allocated over the timed steps: parameters, grads, AdamW state, batch
 and activations).
 
+A model with its own training loss (diffusion: the epsilon-MSE at drawn t and noise,
+``training_loss``) uses it in place of the MSE of its forward. A model that samples forecasts
+(``sample``) also gets sampling rows ``supervised_sample/pytorch_<variant>/model:<name>``: its
+T-step ancestral sampler for ``--batch`` windows, one sample each, averaged, under no_grad (the
+compiled variants compile one sampler step, the timestep a tensor so one graph serves all T).
+
 Variants: eager; compile (torch.compile, default mode, of the forward + loss and of clip +
 AdamW); compile_ro (the same with mode="reduce-overhead", CUDA graphs; not in the default set).
 
@@ -54,6 +60,8 @@ REPO = HERE.parent.parent
 BATCH, WINDOW, FEATURES, OUTPUTS = 256, 64, 32, 1
 LEARNING_RATE, WEIGHT_DECAY, MAX_GRAD_NORM = 1e-3, 0.01, 1.0
 GROUP = "supervised_step"
+SAMPLE_GROUP, SAMPLE_PREFIX = "supervised_sample", "sample_"
+"""A variant named sample_<variant> measures the model's sampler (its row in SAMPLE_GROUP)."""
 VARIANTS = {"eager": None, "compile": "default", "compile_ro": "reduce-overhead"}
 """Variant -> torch.compile mode (None: eager)."""
 DEFAULT_VARIANTS = ("eager", "compile")
@@ -62,7 +70,10 @@ ROWS_FILE = "pytorch_supervised.json"
 
 
 def row_key(model: str, variant: str) -> str:
-    """The benchmark key of a row: supervised_step/pytorch_<variant>/model:<name>."""
+    """The benchmark key of a row: supervised_step/pytorch_<variant>/model:<name>, or
+    supervised_sample/pytorch_<variant>/model:<name> for the variant sample_<variant>."""
+    if variant.startswith(SAMPLE_PREFIX):
+        return f"{SAMPLE_GROUP}/pytorch_{variant[len(SAMPLE_PREFIX):]}/model:{model}"
     return f"{GROUP}/pytorch_{variant}/model:{model}"
 
 
@@ -91,7 +102,9 @@ def main() -> int:
     skip = os.environ.get("RESIDENT_BENCH_SKIP", "")
     rows, not_measured = [], {}
     for model in models:
-        for variant in args.variants:
+        samples = [SAMPLE_PREFIX + v for v in args.variants] if hasattr(MODELS[model], "sample") \
+            else []
+        for variant in list(args.variants) + samples:
             key = row_key(model, variant)
             if skip and re.search(skip, key):
                 print(f"{PROG}: {key} skipped (RESIDENT_BENCH_SKIP)")
@@ -301,6 +314,9 @@ def measure_row(model_name: str, variant: str, args: argparse.Namespace) -> dict
     generator = torch.Generator().manual_seed(args.seed + 1)
     x = torch.randn(args.batch, WINDOW, FEATURES, generator=generator).to(device)
     y = torch.randn(args.batch, OUTPUTS, generator=generator).to(device)
+    labels = torch.randint(0, 3, (args.batch,), generator=generator).to(device)  # classifiers
+    if variant.startswith(SAMPLE_PREFIX):
+        return measure_sample_row(model_name, variant, model, x, args)
 
     params = list(model.parameters())
     named = list(model.named_parameters())
@@ -310,6 +326,10 @@ def measure_row(model_name: str, variant: str, args: argparse.Namespace) -> dict
         lr=LEARNING_RATE)
 
     def loss_of(inputs, targets):
+        if getattr(model, "classifier", False):  # trend logits: cross-entropy on class labels
+            return F.cross_entropy(model(inputs), labels)
+        if hasattr(model, "training_loss"):
+            return model.training_loss(inputs, targets)
         return F.mse_loss(model(inputs), targets)
 
     def clip_and_update():
@@ -357,6 +377,55 @@ def measure_row(model_name: str, variant: str, args: argparse.Namespace) -> dict
           f"{args.iterations} steps, warm-up {warmup_s:.1f} s, peak "
           f"{'-' if peak is None else f'{peak / 2**20:.1f} MiB'}, loss {loss:.4g}, "
           f"recompiles during timing {recompiles}")
+    return {"context": {**base_context(), "gpu_name": torch_info(args.device)["pytorch_gpu_name"],
+                        **torch_info(args.device)},
+            "benchmarks": gb_rows(row_key(model_name, variant), repetitions, args.iterations,
+                                  counters, label)}
+
+
+def measure_sample_row(model_name: str, variant: str, model, x, args: argparse.Namespace) -> dict:
+    """The sampler's row: model.sample(x, 1) averaged to the mean forecast, under no_grad."""
+    import torch
+
+    device = x.device
+    mode = VARIANTS[variant[len(SAMPLE_PREFIX):]]
+    if mode is not None:
+        model.compiled_sampler_step = torch.compile(model.sampler_step, mode=mode)
+    model.eval()
+
+    def step():
+        with torch.no_grad():
+            if mode == "reduce-overhead":
+                torch.compiler.cudagraph_mark_step_begin()
+            return model.sample(x, 1).mean(dim=1)
+
+    started = time.perf_counter()
+    for _ in range(args.warmup):
+        step()
+    synchronize(device)
+    warmup_s = time.perf_counter() - started
+    graphs_before = compiled_graphs()
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    repetitions = [time_repetition(step, args.iterations, device)
+                   for _ in range(args.repetitions)]
+    forecast = step()
+    peak = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None
+    recompiles = compiled_graphs() - graphs_before
+    compiled = f"torch.compile mode {mode} (one sampler step)" if mode else "eager"
+    label = (f"torch {torch.__version__}, {compiled}; {model.steps}-step ancestral sampler, "
+             f"{args.batch} windows x 1 sample, L={WINDOW} F={FEATURES}, fp32 (TF32 off), "
+             f"no_grad; {model.describe()}")
+    counters = {**({PEAK_COUNTER: float(peak)} if peak is not None else {}),
+                "parameters": float(model.parameter_count()),
+                "batch": float(args.batch), "warmup_steps": float(args.warmup),
+                "warmup_s": warmup_s, "recompiles": float(recompiles),
+                "forecast_mean": float(forecast.mean())}
+    reals = [r[0] * 1e6 for r in repetitions]
+    print(f"{row_key(model_name, variant)}: median {statistics.median(reals):.1f} us (min "
+          f"{min(reals):.1f}, max {max(reals):.1f}) over {args.repetitions} x "
+          f"{args.iterations} samplings, warm-up {warmup_s:.1f} s, recompiles during timing "
+          f"{recompiles}")
     return {"context": {**base_context(), "gpu_name": torch_info(args.device)["pytorch_gpu_name"],
                         **torch_info(args.device)},
             "benchmarks": gb_rows(row_key(model_name, variant), repetitions, args.iterations,
