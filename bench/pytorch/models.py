@@ -425,10 +425,111 @@ class Diffusion(SupervisedModel):
                 f"{len(self.blocks)} blocks, time {self.time_dim}, {self.parameter_count()} "
                 f"parameters")
 
+
+# --------------------------------------------------------------------------------------------
+# TLOB (MODELS.md section 7): BiN, alternating temporal / feature attention layers, shrinking head;
+# tests/reference/tlob_reference.h states the model (Q, K, V Linears and W0 around a plain
+# softmax attention, post-norm, MLP d -> 4d -> out with tanh-GELU, the layer input added back when
+# out == d; the last layer's [H/4, L/4] output flattened as is).
+
+
+class Bin(nn.Module):
+    """Bilinear normalization of a window [B, L, F]: y1 (l1[t] z_feature + b1[t]) +
+    y2 (l2[f] z_temporal + b2[f]), unbiased stds, a std below 1e-4 counted as 1."""
+
+    def __init__(self, window: int, features: int):
+        super().__init__()
+        self.l1 = nn.Parameter(torch.randn(window) * math.sqrt(2.0 / (window + 1)))
+        self.b1 = nn.Parameter(torch.zeros(window))
+        self.l2 = nn.Parameter(torch.randn(features) * math.sqrt(2.0 / (features + 1)))
+        self.b2 = nn.Parameter(torch.zeros(features))
+        self.y1 = nn.Parameter(torch.full((1,), 0.5))
+        self.y2 = nn.Parameter(torch.full((1,), 0.5))
+
+    @staticmethod
+    def zscore(x: torch.Tensor, dim: int) -> torch.Tensor:
+        std = x.std(dim=dim, keepdim=True)
+        std = torch.where(std < 1e-4, torch.ones_like(std), std)
+        return (x - x.mean(dim=dim, keepdim=True)) / std
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x1 = self.l1[:, None] * self.zscore(x, 2) + self.b1[:, None]
+        x2 = self.l2 * self.zscore(x, 1) + self.b2
+        return self.y1 * x1 + self.y2 * x2
+
+
+class TlobLayer(nn.Module):
+    def __init__(self, width: int, out: int, heads: int):
+        super().__init__()
+        self.width, self.out, self.heads = width, out, heads
+        self.qkv = nn.Linear(width, 3 * width * heads)
+        self.w0 = nn.Linear(width * heads, width)
+        self.norm = nn.LayerNorm(width)
+        self.fc1 = nn.Linear(width, 4 * width)
+        self.fc2 = nn.Linear(4 * width, out)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, _ = x.shape
+        q, k, v = self.qkv(x).view(b, t, 3, self.heads, self.width).permute(2, 0, 3, 1, 4)
+        p = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(self.width), dim=-1)
+        a = (p @ v).transpose(1, 2).reshape(b, t, self.heads * self.width)
+        y = self.norm(self.w0(a) + x)
+        m = self.fc2(F.gelu(self.fc1(y), approximate="tanh"))
+        return m + x if self.out == self.width else m
+
+
+class Tlob(SupervisedModel):
+    """A classifier: 3 trend logits (down, stationary, up) per window; trained with
+    cross-entropy (``classifier``)."""
+
+    name = "tlob"
+    classifier = True
+
+    def __init__(self, window: int, features: int, outputs: int, hidden: int = 64,
+                 pairs: int = 4, heads: int = 1, head_limit: int = 128):
+        super().__init__()
+        del outputs  # a classifier's outputs are its 3 classes
+        self.window, self.hidden, self.pairs, self.heads = window, hidden, pairs, heads
+        self.bin = Bin(window, features)
+        self.embed = nn.Linear(features, hidden)
+        t = torch.arange(window, dtype=torch.float64)[:, None]
+        rate = torch.pow(10000.0, 2 * torch.arange(hidden // 2, dtype=torch.float64) / hidden)
+        pos = torch.zeros(window, hidden, dtype=torch.float64)
+        pos[:, 0::2], pos[:, 1::2] = torch.sin(t / rate), torch.cos(t / rate)
+        self.register_buffer("pos", pos.float())
+        layers = []
+        for k in range(2 * pairs):
+            width = hidden if k % 2 == 0 else window
+            layers.append(TlobLayer(width, width // 4 if k // 2 == pairs - 1 else width, heads))
+        self.layers = nn.ModuleList(layers)
+        widths = [(hidden // 4) * (window // 4)]
+        while widths[-1] > head_limit:
+            widths.append(widths[-1] // 4)
+        self.head = nn.ModuleList(nn.Linear(a, b) for a, b in zip(widths, widths[1:] + [3]))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.embed(self.bin(x)) + self.pos
+        for k, layer in enumerate(self.layers):
+            h = layer(h)
+            if k + 1 < len(self.layers):
+                h = h.transpose(1, 2)
+        h = h.flatten(1)
+        for j, linear in enumerate(self.head):
+            h = linear(h)
+            if j + 1 < len(self.head):
+                h = F.gelu(h, approximate="tanh")
+        return h
+
+    def describe(self) -> str:
+        return (f"tlob H {self.hidden}, {self.pairs} layer pairs, {self.heads} head(s), "
+                f"{self.parameter_count()} parameters")
+
+
 MODELS: dict[str, type[SupervisedModel]] = {
     Kan.name: Kan,
     Mamba2.name: Mamba2,
     Cfc.name: Cfc,
+    Tlob.name: Tlob,
     Diffusion.name: Diffusion,
 }
 """The registry: name (as resident's model registry spells it) -> model class."""

@@ -314,6 +314,7 @@ def measure_row(model_name: str, variant: str, args: argparse.Namespace) -> dict
     generator = torch.Generator().manual_seed(args.seed + 1)
     x = torch.randn(args.batch, WINDOW, FEATURES, generator=generator).to(device)
     y = torch.randn(args.batch, OUTPUTS, generator=generator).to(device)
+    labels = torch.randint(0, 3, (args.batch,), generator=generator).to(device)  # classifiers
     if variant.startswith(SAMPLE_PREFIX):
         return measure_sample_row(model_name, variant, model, x, args)
 
@@ -325,6 +326,8 @@ def measure_row(model_name: str, variant: str, args: argparse.Namespace) -> dict
         lr=LEARNING_RATE)
 
     def loss_of(inputs, targets):
+        if getattr(model, "classifier", False):  # trend logits: cross-entropy on class labels
+            return F.cross_entropy(model(inputs), labels)
         if hasattr(model, "training_loss"):
             return model.training_loss(inputs, targets)
         return F.mse_loss(model(inputs), targets)
