@@ -1,18 +1,16 @@
-// Plain C++ double-precision forward and backward of the DDPM diffusion
-// forecaster's denoiser and training loss (MODELS.md section 6), its ancestral
-// sampler step and its sample summary: the oracle of the GPU model
-// (lib/models/diffusion) and its kernels. Written for clarity, not speed; the
-// backward is checked against central finite differences
+// Plain C++ double-precision forward and backward of the DDPM diffusion forecaster's denoiser and
+// training loss (MODELS.md section 6), its ancestral sampler step and its sample summary: the
+// oracle of the GPU model (lib/models/diffusion) and its kernels. Written for clarity, not speed;
+// the backward is checked against central finite differences
 // (tests/models/diffusion/diffusion_reference_test.cpp).
 //
-// Denoiser eps_hat(x_t, t, window), per row (D = width, O = outputs, Ts =
-// time_dim):
-//   s      = [sin(t w_k), cos(t w_k)], w_k = exp(-k ln(1e4) / (Ts/2 - 1)), k <
-//   Ts/2  [Ts] temb   = time.fc2(gelu_tanh(time.fc1(s))) [D] cond   =
-//   cond.fc2(silu(cond.fc1(flat(window))))                                  [D]
-//   h_0    = input([x_t | cond | temb])                                (K = O +
-//   2D)  [D] block k (k < blocks): z = fc1(LN(h_{k-1})) + temb; h_k = h_{k-1} +
-//   fc2(silu(z)) eps_hat = output(h_blocks) [O]
+// Denoiser eps_hat(x_t, t, window), per row (D = width, O = outputs, Ts = time_dim):
+//   s       = [sin(t w_k), cos(t w_k)], w_k = exp(-k ln(1e4) / (Ts/2 - 1)), k < Ts/2    [Ts]
+//   temb    = time.fc2(gelu_tanh(time.fc1(s)))                                          [D]
+//   cond    = cond.fc2(silu(cond.fc1(flat(window))))                                    [D]
+//   h_0     = input([x_t | cond | temb])                                  (K = O + 2D)  [D]
+//   block k (k < blocks): z = fc1(LN(h_{k-1})) + temb; h_k = h_{k-1} + fc2(silu(z))
+//   eps_hat = output(h_blocks)                                                          [O]
 // LayerNorm eps 1e-5. Training loss on a target y [O] with drawn t and eps:
 //   x_t = sqrt(alpha_bar_t) y + sqrt(1 - alpha_bar_t) eps
 //   loss = mean over batch * O of (eps_hat(x_t, t, window) - eps)^2

@@ -1,7 +1,7 @@
 // DiffusionConfig: the configuration of the DDPM diffusion forecaster
 // (diffusion_model.h, MODELS.md section 6) and its validation, a host function
 // that needs no GPU. The defaults are the small reference configuration: T =
-// 200 diffusion steps on the cosine schedule, a residual MLP denoiser of width
+// 200 diffusion steps on the linear schedule, a residual MLP denoiser of width
 // 256 with 3 blocks, a 64-wide sinusoidal time embedding, the posterior
 // variance ("fixedsmall") in the sampler, and 8 samples per window for the mean
 // forecast.
@@ -17,10 +17,8 @@
 namespace resident::models {
 
 enum class DiffusionSchedule {
-  Linear,  // beta = linspace(1e-4 * 1000 / T, 0.02 * 1000 / T, T) (lucidrains' T
-           // scaling)
-  Cosine,  // alpha_bar(t) = cos^2((t / T + s) / (1 + s) pi / 2) / alpha_bar(0),
-           // s = 0.008
+  Linear,  // beta = linspace(1e-4, 0.02, T) * 1000 / T (lucidrains' T scaling), <= 0.999
+  Cosine,  // alpha_bar(t) = cos^2((t / T + s) / (1 + s) pi / 2) / alpha_bar(0), s = 0.008
 };
 
 enum class DiffusionVariance {
@@ -50,7 +48,10 @@ struct DiffusionConfig {
   std::size_t width = 256;    // D, the denoiser's width, [1, kDiffusionMaxWidth]
   std::size_t blocks = 3;     // residual blocks, [1, kDiffusionMaxBlocks]
   std::size_t time_dim = 64;  // sinusoid width (sin and cos halves), even, [4, kDiffusionMaxWidth]
-  DiffusionSchedule schedule = DiffusionSchedule::Cosine;
+  // Linear by default: the cosine schedule's last beta is clipped to 0.999, so the sampler's
+  // first step multiplies the error of eps_hat by 1 / sqrt(alpha) ~ 32; lucidrains' cosine
+  // default relies on clipping x0_hat to [-1, 1], which z-scored data cannot use.
+  DiffusionSchedule schedule = DiffusionSchedule::Linear;
   DiffusionVariance variance = DiffusionVariance::FixedSmall;
   // Samples per window behind forward()'s prediction (their mean) and the
   // sampler's capacity per window: the sampler holds shape.max_batch * samples
@@ -68,8 +69,8 @@ struct DiffusionConfig {
 // within cuBLAS' int range) is out of range.
 void validate_diffusion_config(const DiffusionConfig& config, const ModelShape& shape);
 
-// "diffusion T=200 cosine fixedsmall, denoiser 1+256+256 -> 256 x 3 blocks ->
-// 1, time 64, ..."
+// "diffusion T=200 linear fixedsmall, denoiser [x_t 1 | history 2048 -> 256 | time 64 -> 256]
+// -> 256 x 3 blocks -> 1, 8 samples per window".
 std::string describe_diffusion(const DiffusionConfig& config, const ModelShape& shape);
 
 }  // namespace resident::models

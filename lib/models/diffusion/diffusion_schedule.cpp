@@ -23,7 +23,8 @@ DiffusionScheduleTable make_diffusion_schedule(DiffusionSchedule schedule, std::
     const double scale = 1000.0 / t_count;
     const double first = 1e-4 * scale, last = 0.02 * scale;
     for (std::size_t t = 0; t < steps; ++t)
-      s.beta[t] = first + (last - first) * static_cast<double>(t) / (t_count - 1.0);
+      s.beta[t] = std::min(first + (last - first) * static_cast<double>(t) / (t_count - 1.0),
+                           kDiffusionMaxBeta);
   } else {
     const double off = kDiffusionCosineOffset;
     const auto f = [&](double u) {

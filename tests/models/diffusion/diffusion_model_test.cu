@@ -340,8 +340,8 @@ GaussianFit sampled_gaussian(DiffusionModel& model, const StreamContext& ctx,
 TEST(DiffusionModel, LearnsAKnownGaussianTarget) {
   RESIDENT_REQUIRE_GPU();
   constexpr double kMean = 0.7, kStddev = 0.5, kTolerance = 0.05;
-  constexpr std::size_t kBatch = 256, kSteps = 1500, kPool = 64;
-  DiffusionConfig config;  // T = 200, cosine, default width
+  constexpr std::size_t kBatch = 256, kSteps = 2000, kPool = 64;
+  DiffusionConfig config;  // T = 200, linear schedule
   config.width = 128;
   config.blocks = 2;
   const ModelShape shape{8, 4, 1, kBatch};
@@ -356,8 +356,14 @@ TEST(DiffusionModel, LearnsAKnownGaussianTarget) {
   DeviceBuffer<float> dys = device_copy(ys), dxs = device_copy(xs), loss(1);
 
   const GaussianFit before = sampled_gaussian(model, ctx, dxs, kBatch);
+  // lr 1e-3 falling linearly to 0 in 20 groups of 100 steps: at a constant lr the epsilon loss's
+  // noise moves the learned offset by about +-0.07 (seen in the PyTorch version of this run).
   resident::nn::AdamWConfig adamw;
   adamw.lr = 1e-3;
+  adamw.weight_decay = 0.01;
+  adamw.schedule = resident::nn::LrSchedule::LinearToZero;
+  adamw.steps_per_group = 100;
+  adamw.total_groups = kSteps / 100;
   for (std::size_t k = 0; k < kSteps; ++k) {
     const std::size_t slot = k % kPool;
     model.slab().zero_grads(ctx.stream());

@@ -341,7 +341,7 @@ TEST(DiffusionConfig, DefaultsAreTheSmallConfig) {
   EXPECT_EQ(c.steps, 200u);
   EXPECT_EQ(c.width, 256u);
   EXPECT_EQ(c.blocks, 3u);
-  EXPECT_EQ(c.schedule, rm::DiffusionSchedule::Cosine);
+  EXPECT_EQ(c.schedule, rm::DiffusionSchedule::Linear);
   EXPECT_EQ(config_error(c, rm::ModelShape{}), "");
   EXPECT_EQ(rm::diffusion_schedule_from_name("linear"), rm::DiffusionSchedule::Linear);
   EXPECT_THROW(rm::diffusion_schedule_from_name("quadratic"), resident::Error);
