@@ -8,6 +8,7 @@
 #include "lib/models/diffusion/diffusion_model.h"
 #include "lib/models/kan/kan_model.h"
 #include "lib/models/mamba2/mamba2_model.h"
+#include "lib/models/tft/tft_model.h"
 #include "lib/models/tlob/tlob_model.h"
 #include "lib/models/xlstm/xlstm_model.h"
 
@@ -25,6 +26,7 @@ const std::vector<std::pair<std::string, Factory>>& registry() {
       {"tlob", make_tlob_model},
       {"xlstm", make_xlstm_model},
       {"diffusion", make_diffusion_model},
+      {"tft", make_tft_model},
   };
   return rows;
 }

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "kernels/core/error.h"
 #include "lib/core/stream.h"
@@ -58,6 +59,10 @@ class SupervisedModel {
   virtual std::string_view name() const noexcept = 0;
   virtual const ModelShape& shape() const noexcept = 0;
   virtual LossKind loss_kind() const noexcept { return LossKind::Mse; }
+  // LossKind::Pinball only: the quantile levels of the head, ascending in (0, 1), one of them 0.5
+  // (the median the trainer validates with MSE); outputs = trainer outputs * quantiles().size(),
+  // quantile fastest. Empty for other losses.
+  virtual std::vector<float> quantiles() const { return {}; }
   // A one-line description of the configuration (widths, layers), for logs and reports.
   virtual std::string describe() const = 0;
 

@@ -129,6 +129,9 @@ struct StepBuffers {
   float* partials;
   std::size_t partials_count;
   unsigned int* ticket;
+  // Quantile head (LossKind::Pinball): the levels on the device and their count; null/0 otherwise.
+  const float* taus = nullptr;
+  std::size_t quantiles = 0;
 };
 
 // labels non-null: a classifier's step, cross-entropy against them over its kTrendClasses logits.
@@ -142,13 +145,22 @@ void enqueue_loss_and_backward(SupervisedModel& model, const StreamContext& cont
     return;
   }
   model.forward(context, b.x, batch, b.prediction);
-  if (labels != nullptr)
+  if (labels != nullptr) {
     kernels::data::launch_cross_entropy_loss(b.loss, b.d_prediction, b.prediction, labels, batch,
                                              kTrendClasses, 1.0f, s);
-  else
+  } else if (b.taus != nullptr) {
+    // Pinball: mean over batch * outputs * quantiles; the target of prediction row r (one
+    // quantile per column) is y[r].
+    kernels::launch_pinball_loss(b.loss, b.partials, b.partials_count, b.prediction, b.y, b.taus,
+                                 batch * outputs, b.quantiles, s);
+    kernels::launch_pinball_loss_backward(b.d_prediction, b.prediction, b.y, b.taus,
+                                          batch * outputs, b.quantiles, 1.0f,
+                                          nn::GradMode::Overwrite, s);
+  } else {
     kernels::launch_mse_loss_fused(b.loss, b.d_prediction, b.partials, b.partials_count, b.ticket,
                                    b.prediction, b.y, batch * outputs, 1.0f,
                                    nn::GradMode::Overwrite, s);
+  }
   model.backward(context, b.x, b.d_prediction, batch);
 }
 
@@ -217,14 +229,28 @@ SupervisedTrainer::SupervisedTrainer(const SupervisedTrainerConfig& config,
   shape_field("window", shape.window, want.window, false);
   shape_field("features", shape.features, want.features, false);
   classifier_ = model_->loss_kind() == LossKind::CrossEntropy;
-  shape_field("outputs", shape.outputs, classifier_ ? kTrendClasses : want.outputs, false);
+  pinball_ = model_->loss_kind() == LossKind::Pinball;
+  if (pinball_) {
+    taus_host_ = model_->quantiles();
+    bool ordered = !taus_host_.empty();
+    median_index_ = taus_host_.size();
+    for (std::size_t k = 0; k < taus_host_.size(); ++k) {
+      ordered = ordered && taus_host_[k] > 0.0f && taus_host_[k] < 1.0f &&
+                (k == 0 || taus_host_[k] > taus_host_[k - 1]);
+      if (taus_host_[k] == 0.5f) median_index_ = k;
+    }
+    if (!ordered || median_index_ == taus_host_.size())
+      fail(kCall, "model mismatch",
+           std::string("model \"") + std::string(model_->name()) + "\" has " +
+               std::to_string(taus_host_.size()) +
+               " quantile levels; a pinball model needs ascending levels in (0, 1), one of them "
+               "0.5 (validated as the median's MSE)",
+           __LINE__);
+  }
+  const std::size_t quantiles = pinball_ ? taus_host_.size() : 1;
+  shape_field("outputs", shape.outputs,
+              classifier_ ? kTrendClasses : want.outputs * quantiles, false);
   shape_field("max_batch", shape.max_batch, want.max_batch, true);
-  if (model_->loss_kind() != LossKind::Mse && !classifier_)
-    fail(kCall, "model mismatch",
-         std::string("model \"") + std::string(model_->name()) +
-             "\" asks for the pinball loss; this trainer implements LossKind::Mse and "
-             "LossKind::CrossEntropy only",
-         __LINE__);
   if (!model_->slab().finalized())
     fail(kCall, "model mismatch", "the model's slab is not finalized", __LINE__);
 
@@ -258,8 +284,16 @@ SupervisedTrainer::SupervisedTrainer(const SupervisedTrainerConfig& config,
   x_ = DeviceBuffer<float>(batch_ * dataset_.window() * dataset_.features());
   y_ = DeviceBuffer<float>(n);
   const std::size_t logits = classifier_ ? batch_ * kTrendClasses : 0;  // a classifier's outputs
-  prediction_ = DeviceBuffer<float>(std::max(n, logits));
-  d_prediction_ = DeviceBuffer<float>(std::max(n, logits));
+  const std::size_t quantile_values = pinball_ ? n * taus_host_.size() : 0;
+  prediction_ = DeviceBuffer<float>(std::max({n, logits, quantile_values}));
+  d_prediction_ = DeviceBuffer<float>(std::max({n, logits, quantile_values}));
+  if (pinball_) {
+    taus_ = DeviceBuffer<float>(taus_host_.size());
+    median_ = DeviceBuffer<float>(n);
+    RESIDENT_CUDA_CHECK(cudaMemcpyAsync(taus_.data(), taus_host_.data(),
+                                        taus_host_.size() * sizeof(float),
+                                        cudaMemcpyHostToDevice, context_.stream()));
+  }
   if (classifier_) {
     labels_ = DeviceBuffer<std::int32_t>(batch_);
     confusion_ = DeviceBuffer<unsigned long long>(kTrendClasses * kTrendClasses);
@@ -267,7 +301,8 @@ SupervisedTrainer::SupervisedTrainer(const SupervisedTrainerConfig& config,
   }
   loss_ = DeviceBuffer<float>(1);
   loss_partials_ = DeviceBuffer<float>(
-      std::max(kernels::loss_partials_count(n), kernels::mse_loss_fused_partials_count(n)));
+      std::max({kernels::loss_partials_count(n), kernels::mse_loss_fused_partials_count(n),
+                kernels::loss_partials_count(std::max<std::size_t>(quantile_values, 1))}));
   loss_ticket_ = DeviceBuffer<unsigned int>(1);
   validation_losses_ = DeviceBuffer<float>(validation_batches_);
   permutation_ = DeviceBuffer<std::uint32_t>(train_windows_);
@@ -313,7 +348,8 @@ void SupervisedTrainer::enqueue_train_step() {
   enqueue_loss_and_backward(
       *model_, context_,
       {x_.data(), y_.data(), prediction_.data(), d_prediction_.data(), loss_.data(),
-       loss_partials_.data(), loss_partials_.size(), loss_ticket_.data()},
+       loss_partials_.data(), loss_partials_.size(), loss_ticket_.data(), taus_.data(),
+       pinball_ ? taus_host_.size() : 0},
       batch_, outputs_, classifier_ ? labels_.data() : nullptr);
   slab.clip_and_adamw_step(config_.max_grad_norm, config_.adamw, s);
   kd::launch_accumulate_step_loss(counters_.data(), loss_.data(), s);
@@ -337,9 +373,20 @@ void SupervisedTrainer::enqueue_validation() {
       enqueue_class_validation(validation_losses_.data() + b, rows);
     else
       kernels::launch_mse_loss(validation_losses_.data() + b, loss_partials_.data(),
-                               loss_partials_.size(), prediction_.data(), y_.data(),
+                               loss_partials_.size(), validated_prediction(rows), y_.data(),
                                rows * outputs_, s);
   }
+}
+
+const float* SupervisedTrainer::validated_prediction(std::size_t rows) {
+  if (!pinball_) return prediction_.data();
+  // The median column of [rows * outputs, quantiles] into median_ (a strided device copy).
+  const std::size_t k = taus_host_.size();
+  RESIDENT_CUDA_CHECK(cudaMemcpy2DAsync(median_.data(), sizeof(float),
+                                        prediction_.data() + median_index_, k * sizeof(float),
+                                        sizeof(float), rows * outputs_, cudaMemcpyDeviceToDevice,
+                                        context_.stream()));
+  return median_.data();
 }
 
 void SupervisedTrainer::enqueue_labels(const kd::WindowSelection& selection, std::size_t rows) {
@@ -437,7 +484,8 @@ void SupervisedTrainer::run_host_fed_epoch(double* train_loss, double* validatio
     enqueue_loss_and_backward(
         *model_, context_,
         {x_.data(), y_.data(), prediction_.data(), d_prediction_.data(), loss_.data(),
-         loss_partials_.data(), loss_partials_.size(), loss_ticket_.data()},
+         loss_partials_.data(), loss_partials_.size(), loss_ticket_.data(), taus_.data(),
+         pinball_ ? taus_host_.size() : 0},
         batch_, outputs_, classifier_ ? labels_.data() : nullptr);
     slab.clip_and_adamw_step(config_.max_grad_norm, config_.adamw, s);
     step_readback_.enqueue(loss_.data(), s);
@@ -469,7 +517,7 @@ void SupervisedTrainer::run_host_fed_epoch(double* train_loss, double* validatio
       enqueue_class_validation(loss_.data(), rows);
     else
       kernels::launch_mse_loss(loss_.data(), loss_partials_.data(), loss_partials_.size(),
-                               prediction_.data(), y_.data(), rows * outputs_, s);
+                               validated_prediction(rows), y_.data(), rows * outputs_, s);
     step_readback_.enqueue(loss_.data(), s);
     if (b + 1 < validation_batches_) rows = assemble_validation(1 - slot, b + 1);
     h.validation_losses[b] = step_readback_.wait();
@@ -510,7 +558,8 @@ float SupervisedTrainer::host_fed_step(std::size_t index) {
   enqueue_loss_and_backward(
       *model_, context_,
       {x_.data(), y_.data(), prediction_.data(), d_prediction_.data(), loss_.data(),
-       loss_partials_.data(), loss_partials_.size(), loss_ticket_.data()},
+       loss_partials_.data(), loss_partials_.size(), loss_ticket_.data(), taus_.data(),
+       pinball_ ? taus_host_.size() : 0},
       batch_, outputs_, classifier_ ? labels_.data() : nullptr);
   slab.clip_and_adamw_step(config_.max_grad_norm, config_.adamw, s);
   step_readback_.enqueue(loss_.data(), s);

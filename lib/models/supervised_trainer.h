@@ -24,6 +24,12 @@
 //      device's best copy (one device-to-device copy) and resets the patience; otherwise the
 //      patience drops by one and at 0 the trainer stops. fit() restores the best parameters at
 //      the end (restore_best(): device-to-device).
+// Quantile heads (a model whose loss_kind() is LossKind::Pinball, SupervisedModel::quantiles()
+// levels, one of them 0.5): outputs = the dataset's outputs times the level count, quantile
+// fastest; the train loss is the pinball loss, mean over batch * outputs * levels
+// (kernels/nn/losses.h); the validation loss is the MSE of the median column, so that it compares
+// with an MSE model's (the median column is a strided device-to-device copy; the contract is
+// unchanged).
 // Classification (a model whose loss_kind() is LossKind::CrossEntropy, kTrendClasses outputs):
 // each step's labels come from the series on the device (kernels/data/trend_labels.h: the target
 // column's mean over the next `horizon` rows against the window's last `horizon` rows, up /
@@ -106,8 +112,8 @@ ModelShape model_shape_for(const SupervisedTrainerConfig& config,
 
 class SupervisedTrainer {
  public:
-  // Validates the config and the model against the dataset (window, features, outputs,
-  // max_batch >= batch, loss Mse, the dataset's split equal to the config's, batch <= training
+  // Validates the config and the model against the dataset (window, features, outputs (times the
+  // quantile levels for a pinball model), max_batch >= batch, the dataset's split equal to the config's, batch <= training
   // windows), allocates everything, captures the two graphs. The dataset must outlive the
   // trainer. Throws resident::Error naming the field, the value and the limit.
   SupervisedTrainer(const SupervisedTrainerConfig& config, const data::SeriesDataset& dataset,
@@ -168,6 +174,9 @@ class SupervisedTrainer {
   void upload_batch(std::size_t slot, std::size_t batch);
   // Classification: the labels of the windows `selection` names into labels_ (one launch).
   void enqueue_labels(const kernels::data::WindowSelection& selection, std::size_t rows);
+  // What validation scores with MSE against y: the prediction, or for a quantile head its median
+  // column (copied into median_ for `rows` windows).
+  const float* validated_prediction(std::size_t rows);
   // Classification: one validation batch's labels, loss into *loss and confusion counts.
   void enqueue_class_validation(float* loss, std::size_t rows);
   // Classification, host-fed: the labels of staging_->starts[0 .. rows) into staging slot `slot`.
@@ -201,6 +210,11 @@ class SupervisedTrainer {
   DeviceBuffer<kernels::data::FloatPair> class_summary_;  // [2]
   ScalarReadback<kernels::data::FloatPair> class_losses_readback_, class_scores_readback_;
   double last_accuracy_ = 0.0, last_macro_f1_ = 0.0;  // of the last epoch's validation
+  // Quantile head (LossKind::Pinball) state; empty otherwise.
+  bool pinball_ = false;
+  std::vector<float> taus_host_;
+  std::size_t median_index_ = 0;
+  DeviceBuffer<float> taus_, median_;  // [quantiles], [batch * outputs]
 
   std::size_t epochs_done_ = 0;
   bool has_best_ = false;
