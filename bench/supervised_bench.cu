@@ -1,6 +1,7 @@
 // Supervised time-series models, each registered model at its small reference configuration,
 // batch 256, window L = 64, F = 32 input columns (the synthetic series, 20,000 steps, column 0
-// the target, horizon 1), AdamW + global-norm clip, MSE (a classifier, tlob: cross-entropy on the
+// the target, horizon 1), AdamW + global-norm clip, MSE (a quantile head, tft: pinball over
+// [0.1, 0.5, 0.9], validated by its median's MSE; a classifier, tlob: cross-entropy on the
 // trend labels the trainer computes on the device, balanced threshold; its epoch rows run under the
 // same SupervisedEpochContract, the two readbacks carrying {train, validation loss} and
 // {macro F1, accuracy}):

@@ -113,9 +113,9 @@ ModelShape model_shape_for(const SupervisedTrainerConfig& config,
 class SupervisedTrainer {
  public:
   // Validates the config and the model against the dataset (window, features, outputs (times the
-  // quantile levels for a pinball model), max_batch >= batch, the dataset's split equal to the config's, batch <= training
-  // windows), allocates everything, captures the two graphs. The dataset must outlive the
-  // trainer. Throws resident::Error naming the field, the value and the limit.
+  // quantile levels for a pinball model), max_batch >= batch, the dataset's split equal to the
+  // config's, batch <= training windows), allocates everything, captures the two graphs. The
+  // dataset must outlive the trainer. Throws resident::Error naming the field, the value and the limit.
   SupervisedTrainer(const SupervisedTrainerConfig& config, const data::SeriesDataset& dataset,
                     std::unique_ptr<SupervisedModel> model);
   ~SupervisedTrainer();

@@ -44,7 +44,8 @@ __global__ void attention_backward(float* dq, float* dkeys, float* dvalues, cons
     __syncthreads();
     if (t < dk) {
       float sum = 0.0f;
-      for (std::size_t u = 0; u < L; ++u) sum = fmaf(ds[u], keys[(b * L + u) * H + h * dk + t], sum);
+      for (std::size_t u = 0; u < L; ++u)
+        sum = fmaf(ds[u], keys[(b * L + u) * H + h * dk + t], sum);
       dq[b * H + h * dk + t] = sum;
     }
     __syncthreads();

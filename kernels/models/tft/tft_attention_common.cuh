@@ -37,7 +37,8 @@ __device__ inline float block_reduce(float value, float* scratch) {
   for (unsigned half = blockDim.x / 2; half > 0; half /= 2) {
     if (threadIdx.x < half) {
       const float other = scratch[threadIdx.x + half];
-      scratch[threadIdx.x] = Max ? fmaxf(scratch[threadIdx.x], other) : scratch[threadIdx.x] + other;
+      const float mine = scratch[threadIdx.x];
+      scratch[threadIdx.x] = Max ? fmaxf(mine, other) : mine + other;
     }
     __syncthreads();
   }

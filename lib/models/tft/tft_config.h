@@ -17,7 +17,7 @@ inline constexpr std::size_t kTftMaxFeatures = 256;
 inline constexpr std::size_t kTftMaxQuantiles = 16;
 
 struct TftConfig {
-  std::size_t hidden = 32;   // H: every GRN, the LSTM and the attention, [2, 64], a multiple of heads
+  std::size_t hidden = 32;   // H: the GRNs, the LSTM, the attention; [2, 64], a multiple of heads
   std::size_t heads = 4;     // attention heads, [1, hidden]
   std::size_t prescale = 8;  // d_c, each input variable's prescaler width, [1, 64]
   // Ascending, each in (0, 1), one of them 0.5 (the median the trainer validates with MSE);
