@@ -1,10 +1,10 @@
 // Causal depthwise conv kernels (contract in causal_conv1d.h; element math in
 // causal_conv1d.cuh).
-// forward: one thread per (row, channel).
-// backward_rows: grid (channel tiles of 32, row blocks of 64); thread (channel, lane) walks its
-//   block's rows lane, lane + 8, ...: du for each element, and its running sums of dpre * u
-//   (dweight) and dpre (dbias); the 8 lanes are added in order into scratch
-//   [row_blocks, channels, K + 1].
+// Both passes: blocks of (32 channels, 8 lanes) own 128 consecutive rows; thread (channel,
+//   lane) owns 16 of them and runs causal_conv::forward_run / backward_run (register windows:
+//   each u and dy read once, the pre-activation computed once per row).
+// backward_rows: du for each element, and per thread the run's sums of dpre * u (dweight) and
+//   dpre (dbias); the 8 lanes are added in order into scratch [row_blocks, channels, K + 1].
 // backward_params: per (channel, k) output, 8 lanes add interleaved row blocks, then the lanes
 //   are added in order.
 #include <string>
@@ -18,22 +18,22 @@ namespace resident::kernels {
 
 namespace {
 
-constexpr int kForwardThreads = 256;
 constexpr int kTileChannels = 32;
 constexpr int kLanes = 8;
-constexpr int kRowsPerBlock = 64;
+constexpr int kRowsPerBlock = kLanes * causal_conv::kRunRows;  // 128
 constexpr int kMaxK = static_cast<int>(kCausalConvMaxKernel);
+static_assert(causal_conv::kMaxTaps == kMaxK, "the thread programs hold kCausalConvMaxKernel taps");
 
-__global__ void __launch_bounds__(kForwardThreads)
+__global__ void __launch_bounds__(kTileChannels * kLanes)
     causal_conv1d_forward_kernel(float* y, long long y_stride, causal_conv::View v,
-                                 long long rows, int channels) {
-  const long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
-  if (i >= rows * channels) return;
-  const long long row = i / channels;
-  const int c = static_cast<int>(i % channels);
-  const long long b = row / v.length;
-  const int t = static_cast<int>(row % v.length);
-  y[row * y_stride + c] = causal_conv::forward(v, b, t, c);
+                                 long long rows, long long row_blocks, int channels) {
+  const int c = blockIdx.x * kTileChannels + threadIdx.x;
+  if (c >= channels) return;
+  for (long long block = blockIdx.y; block < row_blocks; block += gridDim.y) {
+    const long long base = block * kRowsPerBlock + threadIdx.y * causal_conv::kRunRows;
+    if (base >= rows) continue;
+    causal_conv::forward_run(y, y_stride, v, rows, base, static_cast<int>(base % v.length), c);
+  }
 }
 
 __global__ void __launch_bounds__(kTileChannels * kLanes)
@@ -43,42 +43,31 @@ __global__ void __launch_bounds__(kTileChannels * kLanes)
   __shared__ float partial[kLanes][kTileChannels][kMaxK + 1];
   const int c = blockIdx.x * kTileChannels + threadIdx.x;
   const int lane = threadIdx.y;
-  const long long first = static_cast<long long>(blockIdx.y) * kRowsPerBlock;
+  const long long base = static_cast<long long>(blockIdx.y) * kRowsPerBlock +
+                         lane * causal_conv::kRunRows;
   float sums[kMaxK + 1];
 #pragma unroll
   for (int k = 0; k <= kMaxK; ++k) sums[k] = 0.0f;
-  if (c < channels) {
-    for (long long row = first + lane; row < first + kRowsPerBlock && row < rows; row += kLanes) {
-      const long long b = row / v.length;
-      const int t = static_cast<int>(row % v.length);
-      if (du != nullptr) {
-        const float g = causal_conv::du(v, dy, dy_stride, b, t, c);
-        du[row * du_stride + c] = g;
-      }
-      const float dp = causal_conv::dpre(v, b, t, c, dy[row * dy_stride + c]);
-#pragma unroll
-      for (int k = 0; k < kMaxK; ++k) {
-        const int src = t - v.kernel + 1 + k;
-        if (k < v.kernel && src >= 0) sums[k] += dp * v.u[(b * v.length + src) * v.u_stride + c];
-      }
-      sums[kMaxK] += dp;
-    }
-  }
+  if (c < channels && base < rows)
+    causal_conv::backward_run(du, du_stride, dy, dy_stride, v, rows, base,
+                              static_cast<int>(base % v.length), c, sums);
 #pragma unroll
   for (int k = 0; k <= kMaxK; ++k) partial[lane][threadIdx.x][k] = sums[k];
   __syncthreads();
   if (lane != 0 || c >= channels) return;
+  // sums[m] pairs dpre(t) with u(t - m), i.e. tap k = K - 1 - m.
   const int K = v.kernel;
   float* out = scratch + (static_cast<long long>(blockIdx.y) * channels + c) * (K + 1);
   for (int k = 0; k <= K; ++k) {
-    const int slot = k < K ? k : kMaxK;
+    const int slot = k < K ? K - 1 - k : kMaxK;
     float s = 0.0f;
     for (int l = 0; l < kLanes; ++l) s += partial[l][threadIdx.x][slot];
     out[k] = s;
   }
 }
 
-// block (32 outputs, 8 lanes): lane l adds row blocks l, l + 8, ...; lane 0 adds the lanes.
+// dweight[c, k] / dbias[c] from the row blocks' partials: per (channel, k) output, 8 lanes add
+// interleaved row blocks, then the lanes are added in order.
 __global__ void __launch_bounds__(kTileChannels * kLanes)
     causal_conv1d_backward_params_kernel(float* dweight, float* dbias, const float* scratch,
                                          int row_blocks, int channels, int K, bool accumulate) {
@@ -135,11 +124,12 @@ void launch_causal_conv1d_forward(float* y, std::size_t y_stride, const float* u
   check_args("launch_causal_conv1d_forward", batch, length, channels, kernel, u_stride, y_stride);
   NvtxRange range("causal_conv1d_forward");
   const long long rows = static_cast<long long>(batch * length);
-  const long long total = rows * static_cast<long long>(channels);
-  const auto blocks = static_cast<unsigned>((total + kForwardThreads - 1) / kForwardThreads);
-  causal_conv1d_forward_kernel<<<blocks, kForwardThreads, 0, stream>>>(
+  const long long blocks_y = static_cast<long long>(row_blocks(batch, length));
+  const dim3 grid(static_cast<unsigned>((channels + kTileChannels - 1) / kTileChannels),
+                  static_cast<unsigned>(blocks_y < 65535 ? blocks_y : 65535));
+  causal_conv1d_forward_kernel<<<grid, dim3(kTileChannels, kLanes), 0, stream>>>(
       y, static_cast<long long>(y_stride), make_view(u, u_stride, weight, bias, length, kernel, silu),
-      rows, static_cast<int>(channels));
+      rows, blocks_y, static_cast<int>(channels));
   RESIDENT_CHECK_LAUNCH("causal_conv1d_forward_kernel");
 }
 

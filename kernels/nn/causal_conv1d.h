@@ -6,10 +6,11 @@
 // of a wider matrix works: pass the pointer to its first column and the full row stride);
 // weight [channels, K] (PyTorch's [C, 1, K]), bias [channels] or null (no bias); 1 <= K <= 8.
 //
-// Forward: one thread per output element; y overwritten (must not alias u).
+// Forward: each thread owns one channel and 16 consecutive rows (register window, each u read
+// once); y overwritten (must not alias u).
 // Backward: du (when non-null) is overwritten; dweight and dbias (each non-null one) are
 // overwritten or accumulated into as `mode` says. The SiLU derivative uses the pre-activation recomputed from u. dweight and dbias are
-// summed in two fixed-order passes through `scratch` (per 64-row block partials, then the blocks
+// summed in two fixed-order passes through `scratch` (per 128-row block partials, then the blocks
 // in order): deterministic, no atomics. Nothing allocated or synchronized (capturable); bad
 // arguments throw resident::Error before anything is enqueued.
 #pragma once

@@ -12,6 +12,7 @@
 #include <random>
 #include <vector>
 
+#include "kernels/nn/causal_conv1d.cuh"
 #include "kernels/nn/causal_conv1d.h"
 #include "lib/core/device_buffer.h"
 #include "tests/reference/mamba2_reference.h"
@@ -55,7 +56,8 @@ struct Case {
 
 TEST(CausalConv1d, ForwardAndBackwardMatchReference) {
   RESIDENT_REQUIRE_GPU();
-  const Case cases[] = {{1, 1, 1, 1}, {2, 5, 3, 4}, {3, 70, 33, 4}, {2, 9, 40, 8}, {5, 13, 64, 2}};
+  const Case cases[] = {{1, 1, 1, 1}, {2, 5, 3, 4},  {3, 70, 33, 4},
+                        {2, 9, 40, 8}, {5, 13, 64, 2}, {4, 64, 192, 4}};
   std::mt19937_64 rng(7);
   for (const Case& c : cases) {
     for (bool silu : {false, true}) {
@@ -110,6 +112,66 @@ TEST(CausalConv1d, ForwardAndBackwardMatchReference) {
         check("dweight", gw.download(), want.dweight);
         check("dbias", gb.download(), want.dbias);
       }
+    }
+  }
+}
+
+// The kernels' thread programs (causal_conv1d.cuh forward_run / backward_run) run on the host
+// over every (channel, 16-row run), against the double reference: the register windows, the
+// halos across sequence boundaries and the tap order are checked without a GPU.
+TEST(CausalConv1dThreadPrograms, MatchTheReferenceOnTheHost) {
+  namespace cc = resident::kernels::causal_conv;
+  std::mt19937_64 rng(23);
+  const Case cases[] = {{1, 1, 1, 1}, {2, 5, 3, 4}, {3, 70, 5, 4}, {2, 9, 4, 8}, {4, 17, 3, 2},
+                        {2, 40, 2, 7}};
+  for (const Case& c : cases) {
+    for (bool silu : {false, true}) {
+      const std::size_t rows = c.batch * c.length, C = c.channels, K = c.kernel;
+      const std::size_t stride = C + 3;  // a column block of a wider matrix
+      const std::vector<double> u = uniform(rows * C, rng), w = uniform(C * K, rng),
+                                b = uniform(C, rng), dy = uniform(rows * C, rng);
+      std::vector<float> uf(rows * stride, 0.0f), dyf(rows * stride, 0.0f), wf(C * K), bf(C);
+      for (std::size_t r = 0; r < rows; ++r)
+        for (std::size_t ch = 0; ch < C; ++ch) {
+          uf[r * stride + ch] = static_cast<float>(u[r * C + ch]);
+          dyf[r * stride + ch] = static_cast<float>(dy[r * C + ch]);
+        }
+      for (std::size_t i = 0; i < C * K; ++i) wf[i] = static_cast<float>(w[i]);
+      for (std::size_t i = 0; i < C; ++i) bf[i] = static_cast<float>(b[i]);
+      const cc::View v{uf.data(), static_cast<long long>(stride), wf.data(), bf.data(),
+                       static_cast<int>(c.length), static_cast<int>(K), silu};
+      std::vector<float> y(rows * stride, std::nanf("")), du(rows * stride, std::nanf(""));
+      std::vector<double> dw(C * K, 0.0), db(C, 0.0);
+      for (std::size_t ch = 0; ch < C; ++ch)
+        for (std::size_t base = 0; base < rows; base += cc::kRunRows) {
+          const int t0 = static_cast<int>(base % c.length);
+          cc::forward_run(y.data(), static_cast<long long>(stride), v,
+                          static_cast<long long>(rows), static_cast<long long>(base), t0,
+                          static_cast<int>(ch));
+          float sums[cc::kMaxTaps + 1];
+          cc::backward_run(du.data(), static_cast<long long>(stride), dyf.data(),
+                           static_cast<long long>(stride), v, static_cast<long long>(rows),
+                           static_cast<long long>(base), t0, static_cast<int>(ch), sums);
+          for (std::size_t m = 0; m < K; ++m) dw[ch * K + (K - 1 - m)] += sums[m];
+          db[ch] += sums[cc::kMaxTaps];
+        }
+      const std::vector<double> want_y =
+          ref::causal_conv1d_forward(c.batch, c.length, C, K, u, w, b, silu);
+      const ref::CausalConv1dGrads want =
+          ref::causal_conv1d_backward(c.batch, c.length, C, K, u, w, b, silu, dy);
+      std::vector<float> y_got(rows * C), du_got(rows * C), dw_got(dw.begin(), dw.end()),
+          db_got(db.begin(), db.end());
+      for (std::size_t r = 0; r < rows; ++r)
+        for (std::size_t ch = 0; ch < C; ++ch) {
+          y_got[r * C + ch] = y[r * stride + ch];
+          du_got[r * C + ch] = du[r * stride + ch];
+        }
+      std::printf("  host batch %zu L %zu C %zu K %zu silu %d:\n", c.batch, c.length, C, K,
+                  silu ? 1 : 0);
+      check("y", y_got, want_y);
+      check("du", du_got, want.du);
+      check("dweight", dw_got, want.dweight);
+      check("dbias", db_got, want.dbias);
     }
   }
 }

@@ -16,14 +16,9 @@
 
 #include <cmath>
 
+#include "kernels/core/unroll.h"
 #include "kernels/models/kan/kan_layout.h"
 
-// #pragma unroll in the device pass only (the host pass of nvcc warns on the unknown pragma).
-#if defined(__CUDA_ARCH__)
-#define RESIDENT_KAN_UNROLL _Pragma("unroll")
-#else
-#define RESIDENT_KAN_UNROLL
-#endif
 
 namespace resident::kernels::kan {
 
@@ -56,7 +51,7 @@ __host__ __device__ inline int local_bases(float u, const Grid& g, float (&value
   const float j = floorf(s);
   const int intervals = g.grid_size + 2 * kOrder;
   if (!(j >= 0.0f && j < static_cast<float>(intervals))) {  // also rejects NaN
-RESIDENT_KAN_UNROLL
+RESIDENT_UNROLL
     for (int r = 0; r <= kOrder; ++r) {
       value[r] = 0.0f;
       if (derivative != nullptr) (*derivative)[r] = 0.0f;
@@ -65,12 +60,12 @@ RESIDENT_KAN_UNROLL
   }
   const float f = s - j;
   value[0] = 1.0f;
-RESIDENT_KAN_UNROLL
+RESIDENT_UNROLL
   for (int r = 1; r <= kOrder; ++r) value[r] = 0.0f;
-RESIDENT_KAN_UNROLL
+RESIDENT_UNROLL
   for (int p = 1; p <= kOrder; ++p) {
     if (p == kOrder && derivative != nullptr) {
-RESIDENT_KAN_UNROLL
+RESIDENT_UNROLL
       for (int r = 0; r <= kOrder; ++r) {
         const float left = r > 0 ? value[r - 1] : 0.0f;
         const float right = r < kOrder ? value[r] : 0.0f;  // value[kOrder] is 0 at p - 1
@@ -78,7 +73,7 @@ RESIDENT_KAN_UNROLL
       }
     }
     const float inv_p = 1.0f / static_cast<float>(p);
-RESIDENT_KAN_UNROLL
+RESIDENT_UNROLL
     for (int r = p; r >= 0; --r) {
       const float left = r > 0 ? value[r - 1] : 0.0f;
       value[r] = ((f + static_cast<float>(p - r)) * left +

@@ -3,6 +3,7 @@
 // Shared memory: kNormThreads + kNormRowsPerBlock floats.
 #pragma once
 
+#include "kernels/core/unroll.h"
 #include "kernels/models/mamba2/block_program.cuh"
 #include "kernels/models/mamba2/row_norms.h"
 
@@ -83,24 +84,22 @@ RESIDENT_HD void residual_rms_norm_backward_block(Block& block,
       coef[i] = s * s * s * sum / static_cast<float>(a.cols);
     }
   });
-  block.phase([&](unsigned tid) {
-    for (int i = static_cast<int>(tid); i < kNormRowsPerBlock * a.cols; i += T) {
-      const int rl = i / a.cols, c = i % a.cols;
-      const int r = row0 + rl;
-      if (r >= a.rows) continue;
-      const long long e = static_cast<long long>(r) * a.cols + c;
-      a.dh[e] += a.rstd[r] * a.du[e] * a.weight[c] - a.h[e] * coef[rl];
-    }
-  });
+  // Per column (threads of a warp on consecutive columns: coalesced): the dh update of the
+  // block's rows and, in the same pass, the column sums (rows in order).
   block.phase([&](unsigned tid) {
     for (int c = static_cast<int>(tid); c < a.cols; c += T) {
+      const float w = a.weight[c];
       float pw = 0.0f, pdh = 0.0f;
+      RESIDENT_UNROLL_BY(8)
       for (int rl = 0; rl < kNormRowsPerBlock; ++rl) {
         const int r = row0 + rl;
         if (r >= a.rows) break;
         const long long e = static_cast<long long>(r) * a.cols + c;
-        pw += a.du[e] * a.h[e] * a.rstd[r];
-        pdh += a.dh[e];
+        const float s = a.rstd[r], du = a.du[e], h = a.h[e];
+        const float dh = a.dh[e] + (s * du * w - h * coef[rl]);
+        a.dh[e] = dh;
+        pw += du * h * s;
+        pdh += dh;
       }
       const long long out = static_cast<long long>(block.index) * a.cols + c;
       a.partial_weight[out] = pw;
@@ -179,29 +178,25 @@ RESIDENT_HD void gated_rms_norm_backward_block(Block& block, const GatedRmsNormB
       coef[i] = s * s * s * sum / static_cast<float>(a.cols);
     }
   });
-  block.phase([&](unsigned tid) {
-    for (int i = static_cast<int>(tid); i < kNormRowsPerBlock * a.cols; i += T) {
-      const int rl = i / a.cols, c = i % a.cols;
-      const int r = row0 + rl;
-      if (r >= a.rows) continue;
-      const long long e = static_cast<long long>(r) * a.cols + c;
-      const float zv = a.z[static_cast<long long>(r) * a.z_stride + c];
-      const float sz = silu_f(zv);
-      const float g = a.y[e] * sz;
-      const float dg = a.rstd[r] * a.dyn[e] * a.weight[c] - g * coef[rl];
-      a.dy[e] = dg * sz;
-      a.dz[static_cast<long long>(r) * a.dz_stride + c] = dg * a.y[e] * silu_grad_f(zv);
-    }
-  });
+  // Per column (coalesced across a warp): dy and dz of the block's rows and, in the same pass,
+  // the weight's column sum (rows in order).
   block.phase([&](unsigned tid) {
     for (int c = static_cast<int>(tid); c < a.cols; c += T) {
+      const float w = a.weight[c];
       float pw = 0.0f;
+      RESIDENT_UNROLL_BY(8)
       for (int rl = 0; rl < kNormRowsPerBlock; ++rl) {
         const int r = row0 + rl;
         if (r >= a.rows) break;
         const long long e = static_cast<long long>(r) * a.cols + c;
-        const float g = a.y[e] * silu_f(a.z[static_cast<long long>(r) * a.z_stride + c]);
-        pw += a.dyn[e] * g * a.rstd[r];
+        const float zv = a.z[static_cast<long long>(r) * a.z_stride + c];
+        const float sz = silu_f(zv);
+        const float yv = a.y[e], dyn = a.dyn[e], s = a.rstd[r];
+        const float g = yv * sz;
+        const float dg = s * dyn * w - g * coef[rl];
+        a.dy[e] = dg * sz;
+        a.dz[static_cast<long long>(r) * a.dz_stride + c] = dg * yv * silu_grad_f(zv);
+        pw += dyn * g * s;
       }
       a.partial_weight[static_cast<long long>(block.index) * a.cols + c] = pw;
     }

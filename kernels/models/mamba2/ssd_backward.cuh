@@ -20,6 +20,7 @@
 
 #include "kernels/models/mamba2/block_program.cuh"
 #include "kernels/models/mamba2/ssd.h"
+#include "kernels/models/mamba2/ssd_tile.cuh"
 
 namespace resident::kernels::mamba2 {
 
@@ -115,66 +116,147 @@ RESIDENT_HD void ssd_backward_block(Block& block, const SsdBackwardArgs& a, floa
         }
       }
     });
+    // M, dS and Graw over the lower triangle, one 4 x 4 tile of (i, j) per job.
+    const int nt = tiles_for(len);
     block.phase([&](unsigned tid) {
-      for (int idx = static_cast<int>(tid); idx < len * len; idx += T) {
-        const int i = idx / len, j = idx % len;
-        if (j > i) continue;
-        const float lam = j < i ? A1[j * sQ + i] : 1.0f;
-        float cb = 0.0f;
-        for (int n = 0; n < N; ++n) cb += Cs[i * sN + n] * Bs[j * sN + n];
-        float r = 0.0f;
-        for (int p = 0; p < P; ++p) r += dYs[i * sP + p] * Xs[j * sP + p];
-        const float m = cb * lam;
-        A1[i * sQ + j] = m;
-        A2[i * sQ + j] = dts[j] * r * lam;
-        if (j < i)
-          A1[j * sQ + i] = m * r;
-        else
-          gdiag[i] = m * r;
+      for (int k = static_cast<int>(tid); k < nt * (nt + 1) / 2; k += T) {
+        int ti = 0, tj = 0;
+        lower_triangle_tile(k, ti, tj);
+        int ri[kTile], rj[kTile];
+        tile_rows(ti, len, ri);
+        tile_rows(tj, len, rj);
+        float cb[kTile][kTile], rr[kTile][kTile];
+        tile_zero(cb);
+        tile_zero(rr);
+        tile_row_dots(cb, Cs, sN, ri, Bs, sN, rj, N);
+        tile_row_dots(rr, dYs, sP, ri, Xs, sP, rj, P);
+        for (int x = 0; x < kTile; ++x)
+          for (int y = 0; y < kTile; ++y) {
+            const int i = ti * kTile + x, j = tj * kTile + y;
+            if (i >= len || j > i) continue;
+            const float lam = j < i ? A1[j * sQ + i] : 1.0f;
+            const float m = cb[x][y] * lam;
+            const float r = rr[x][y];
+            A1[i * sQ + j] = m;
+            A2[i * sQ + j] = dts[j] * r * lam;
+            if (j < i)
+              A1[j * sQ + i] = m * r;
+            else
+              gdiag[i] = m * r;
+          }
       }
     });
     block.phase([&](unsigned tid) {
-      // dx
-      for (int idx = static_cast<int>(tid); idx < len * P; idx += T) {
-        const int j = idx / P, p = idx % P;
-        float dxd = 0.0f;
-        for (int i = j; i < len; ++i) dxd += A1[i * sQ + j] * dYs[i * sP + p];
-        if (!last) {
-          float hb = 0.0f;
-          for (int n = 0; n < N; ++n) hb += dh[p * sN + n] * Bs[j * sN + n];
-          dxd += lam_end[j] * hb;
+      // Jobs: dx tiles (j, p), then dC tiles (i, n), then dB tiles (j, n).
+      const int tp = tiles_for(P), tn = tiles_for(N);
+      const int jobs_dx = nt * tp, jobs_dc = nt * tn;
+      for (int k = static_cast<int>(tid); k < jobs_dx + 2 * jobs_dc; k += T) {
+        float acc[kTile][kTile], side[kTile][kTile];
+        tile_zero(acc);
+        tile_zero(side);
+        if (k < jobs_dx) {
+          // dx[j][p] = dt_j (sum_{i>=j} M_ij dy_i[p] + Lam_end,j (dh B_j)[p]) + D dy_j[p]
+          const int tj = k / tp, tq = k % tp;
+          int rj[kTile], rp[kTile];
+          tile_rows(tj, len, rj);
+          tile_rows(tq, P, rp);
+          for (int i = tj * kTile; i < len; ++i) {
+            float m[kTile], yv[kTile];
+            RESIDENT_UNROLL
+            for (int y = 0; y < kTile; ++y) {
+              m[y] = i >= tj * kTile + y ? A1[i * sQ + rj[y]] : 0.0f;
+              yv[y] = dYs[i * sP + rp[y]];
+            }
+            tile_outer_add(acc, m, yv);
+          }
+          if (!last) tile_row_dots(side, Bs, sN, rj, dh, sN, rp, N);
+          for (int x = 0; x < kTile; ++x)
+            for (int y = 0; y < kTile; ++y) {
+              const int j = tj * kTile + x, p = tq * kTile + y;
+              if (j >= len || p >= P) continue;
+              const float dxd = last ? acc[x][y] : acc[x][y] + lam_end[j] * side[x][y];
+              a.dxbc[(row0 + j) * d.xbc_stride + h * P + p] = dts[j] * dxd + Dh * dYs[j * sP + p];
+            }
+        } else if (k < jobs_dx + jobs_dc) {
+          // dC[i][n] = sum_{j<=i} dS_ij B_j[n] + exp(cs_i) (dy_i^T h_in)[n]
+          const int ti = (k - jobs_dx) / tn, tq = (k - jobs_dx) % tn;
+          int ri[kTile], rn[kTile];
+          tile_rows(ti, len, ri);
+          tile_rows(tq, N, rn);
+          const int j_end = ti * kTile + kTile < len ? ti * kTile + kTile : len;
+          for (int j = 0; j < j_end; ++j) {
+            float sv[kTile], bv[kTile];
+            RESIDENT_UNROLL
+            for (int x = 0; x < kTile; ++x) {
+              sv[x] = j <= ti * kTile + x ? A2[ri[x] * sQ + j] : 0.0f;
+              bv[x] = Bs[j * sN + rn[x]];
+            }
+            tile_outer_add(acc, sv, bv);
+          }
+          if (c > 0) {  // side[x][y] = (dy_i^T h_in)[n] = sum_p dy_i[p] h_in[p][n]
+            for (int pp = 0; pp < P; ++pp) {
+              float yv[kTile], hv[kTile];
+              RESIDENT_UNROLL
+              for (int x = 0; x < kTile; ++x) {
+                yv[x] = dYs[ri[x] * sP + pp];
+                hv[x] = hin[pp * sN + rn[x]];
+              }
+              tile_outer_add(side, yv, hv);
+            }
+          }
+          for (int x = 0; x < kTile; ++x)
+            for (int y = 0; y < kTile; ++y) {
+              const int i = ti * kTile + x, n = tq * kTile + y;
+              if (i >= len || n >= N) continue;
+              float g = acc[x][y];
+              float t2 = 0.0f;
+              if (c > 0) {
+                g += ecs[i] * side[x][y];
+                t2 = Cs[i * sN + n] * side[x][y];
+              }
+              T2[i * sN + n] = t2;
+              a.dbc_heads[(static_cast<long long>(h) * rows + row0 + i) * 2 * N + N + n] = g;
+            }
+        } else {
+          // dB[j][n] = sum_{i>=j} dS_ij C_i[n] + Lam_end,j dt_j (x_j^T dh)[n]
+          const int tj = (k - jobs_dx - jobs_dc) / tn, tq = (k - jobs_dx - jobs_dc) % tn;
+          int rj[kTile], rn[kTile];
+          tile_rows(tj, len, rj);
+          tile_rows(tq, N, rn);
+          for (int i = tj * kTile; i < len; ++i) {
+            float sv[kTile], cv[kTile];
+            RESIDENT_UNROLL
+            for (int x = 0; x < kTile; ++x) {
+              sv[x] = i >= tj * kTile + x ? A2[i * sQ + rj[x]] : 0.0f;
+              cv[x] = Cs[i * sN + rn[x]];
+            }
+            tile_outer_add(acc, sv, cv);
+          }
+          if (!last) {  // side[x][y] = (x_j^T dh)[n] = sum_p x_j[p] dh[p][n]
+            for (int pp = 0; pp < P; ++pp) {
+              float xv[kTile], hv[kTile];
+              RESIDENT_UNROLL
+              for (int x = 0; x < kTile; ++x) {
+                xv[x] = Xs[rj[x] * sP + pp];
+                hv[x] = dh[pp * sN + rn[x]];
+              }
+              tile_outer_add(side, xv, hv);
+            }
+          }
+          for (int x = 0; x < kTile; ++x)
+            for (int y = 0; y < kTile; ++y) {
+              const int j = tj * kTile + x, n = tq * kTile + y;
+              if (j >= len || n >= N) continue;
+              float g = acc[x][y];
+              float t1 = 0.0f;
+              if (!last) {
+                g += lam_end[j] * dts[j] * side[x][y];
+                t1 = Bs[j * sN + n] * side[x][y];
+              }
+              T1[j * sN + n] = t1;
+              a.dbc_heads[(static_cast<long long>(h) * rows + row0 + j) * 2 * N + n] = g;
+            }
         }
-        a.dxbc[(row0 + j) * d.xbc_stride + h * P + p] = dts[j] * dxd + Dh * dYs[j * sP + p];
-      }
-      // dC
-      for (int idx = static_cast<int>(tid); idx < len * N; idx += T) {
-        const int i = idx / N, n = idx % N;
-        float g = 0.0f;
-        for (int j = 0; j <= i; ++j) g += A2[i * sQ + j] * Bs[j * sN + n];
-        float t2 = 0.0f;
-        if (c > 0) {
-          float ydh = 0.0f;
-          for (int p = 0; p < P; ++p) ydh += dYs[i * sP + p] * hin[p * sN + n];
-          g += ecs[i] * ydh;
-          t2 = Cs[i * sN + n] * ydh;
-        }
-        T2[i * sN + n] = t2;
-        a.dbc_heads[(static_cast<long long>(h) * rows + row0 + i) * 2 * N + N + n] = g;
-      }
-      // dB
-      for (int idx = static_cast<int>(tid); idx < len * N; idx += T) {
-        const int j = idx / N, n = idx % N;
-        float g = 0.0f;
-        for (int i = j; i < len; ++i) g += A2[i * sQ + j] * Cs[i * sN + n];
-        float t1 = 0.0f;
-        if (!last) {
-          float xdh = 0.0f;
-          for (int p = 0; p < P; ++p) xdh += Xs[j * sP + p] * dh[p * sN + n];
-          g += lam_end[j] * dts[j] * xdh;
-          t1 = Bs[j * sN + n] * xdh;
-        }
-        T1[j * sN + n] = t1;
-        a.dbc_heads[(static_cast<long long>(h) * rows + row0 + j) * 2 * N + n] = g;
       }
       // dD per row
       for (int r = static_cast<int>(tid); r < len; r += T) {

@@ -4,6 +4,7 @@
 
 #include "kernels/models/mamba2/block_program.cuh"
 #include "kernels/models/mamba2/ssd.h"
+#include "kernels/models/mamba2/ssd_tile.cuh"
 
 namespace resident::kernels::mamba2 {
 
@@ -73,26 +74,54 @@ RESIDENT_HD void ssd_forward_block(Block& block, const SsdForwardArgs& a, float*
         }
       }
     });
+    // M_ij = exp(seg(i, j)) (C_i . B_j) dt_j over the lower triangle, one 4 x 4 tile per job.
+    const int nt = tiles_for(len);
     block.phase([&](unsigned tid) {
-      for (int idx = static_cast<int>(tid); idx < len * len; idx += T) {
-        const int i = idx / len, j = idx % len;
-        if (j > i) continue;
-        float cb = 0.0f;
-        for (int n = 0; n < N; ++n) cb += Cs[i * sN + n] * Bs[j * sN + n];
-        M[i * sQ + j] *= cb * dts[j];
+      for (int k = static_cast<int>(tid); k < nt * (nt + 1) / 2; k += T) {
+        int ti = 0, tj = 0;
+        lower_triangle_tile(k, ti, tj);
+        int ri[kTile], rj[kTile];
+        tile_rows(ti, len, ri);
+        tile_rows(tj, len, rj);
+        float cb[kTile][kTile];
+        tile_zero(cb);
+        tile_row_dots(cb, Cs, sN, ri, Bs, sN, rj, N);
+        for (int x = 0; x < kTile; ++x)
+          for (int y = 0; y < kTile; ++y) {
+            const int i = ti * kTile + x, j = tj * kTile + y;
+            if (i < len && j <= i) M[i * sQ + j] *= cb[x][y] * dts[j];
+          }
       }
     });
+    // y[i][p] = sum_{j<=i} M_ij x_j[p] + exp(cs_i) (h_in C_i)[p] + D x_i[p], tiles of (i, p).
     block.phase([&](unsigned tid) {
-      for (int idx = static_cast<int>(tid); idx < len * P; idx += T) {
-        const int i = idx / P, p = idx % P;
-        float acc = 0.0f;
-        for (int j = 0; j <= i; ++j) acc += M[i * sQ + j] * Xs[j * sP + p];
-        if (c > 0) {
-          float hc = 0.0f;
-          for (int n = 0; n < N; ++n) hc += hs[p * sN + n] * Cs[i * sN + n];
-          acc += ecs[i] * hc;
+      const int tp = tiles_for(P);
+      for (int k = static_cast<int>(tid); k < nt * tp; k += T) {
+        const int ti = k / tp, tq = k % tp;
+        int ri[kTile], rp[kTile];
+        tile_rows(ti, len, ri);
+        tile_rows(tq, P, rp);
+        float acc[kTile][kTile], hc[kTile][kTile];
+        tile_zero(acc);
+        tile_zero(hc);
+        const int j_end = ti * kTile + kTile < len ? ti * kTile + kTile : len;
+        for (int j = 0; j < j_end; ++j) {
+          float mv[kTile], xv[kTile];
+          RESIDENT_UNROLL
+          for (int x = 0; x < kTile; ++x) {
+            mv[x] = j <= ti * kTile + x ? M[ri[x] * sQ + j] : 0.0f;
+            xv[x] = Xs[j * sP + rp[x]];
+          }
+          tile_outer_add(acc, mv, xv);
         }
-        a.y[(row0 + i) * di + h * P + p] = acc + Dh * Xs[i * sP + p];
+        if (c > 0) tile_row_dots(hc, Cs, sN, ri, hs, sN, rp, N);
+        for (int x = 0; x < kTile; ++x)
+          for (int y = 0; y < kTile; ++y) {
+            const int i = ti * kTile + x, p = tq * kTile + y;
+            if (i >= len || p >= P) continue;
+            const float v = c > 0 ? acc[x][y] + ecs[i] * hc[x][y] : acc[x][y];
+            a.y[(row0 + i) * di + h * P + p] = v + Dh * Xs[i * sP + p];
+          }
       }
     });
     if (c + 1 < chunks) {
