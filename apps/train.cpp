@@ -144,7 +144,7 @@ class RecentReturns {
 using Options = std::map<std::string, std::string>;
 
 int train_dqn(const Options& o, double target) {
-  using namespace resident::rl;
+  using namespace resident::dqn;
   DqnConfig c = cartpole_learning_config();  // the config the learning tests hold to
   c.seed = 1;
   std::size_t budget = 500000;

@@ -35,7 +35,7 @@
 namespace {
 
 using namespace resident;
-using namespace resident::rl;
+using namespace resident::dqn;
 
 constexpr std::size_t kStepsPerEpoch = bench::kDqnStepsPerEpoch;
 using Fused = bench::DqnBenchVariant;

@@ -22,12 +22,12 @@ struct DqnBenchVariant {
   bool acting = true;
   bool side_work = true;
   bool programmatic_launch = true;
-  std::size_t steps_per_graph = rl::kDefaultStepsPerGraph;
+  std::size_t steps_per_graph = dqn::kDefaultStepsPerGraph;
 };
 
-inline rl::DqnConfig dqn_bench_config(rl::DqnPipeline pipeline, DqnBenchVariant variant) {
-  rl::DqnConfig c;
-  c.env = rl::DqnEnvKind::Trading;
+inline dqn::DqnConfig dqn_bench_config(dqn::DqnPipeline pipeline, DqnBenchVariant variant) {
+  dqn::DqnConfig c;
+  c.env = dqn::DqnEnvKind::Trading;
   c.trading.market.steps = 100000;
   c.trading.market.noise_feature_count = 5;
   c.trading.window = 9;

@@ -180,12 +180,12 @@ int run(const Options& o) {
   const Variant& variant = *std::find_if(std::begin(kVariants), std::end(kVariants),
                                          [&](const Variant& v) { return o.variant == v.name; });
   const ProgrammaticLaunchScope programmatic(variant.variant.programmatic_launch);
-  const rl::DqnConfig config = bench::dqn_bench_config(rl::DqnPipeline::Resident, variant.variant);
+  const dqn::DqnConfig config = bench::dqn_bench_config(dqn::DqnPipeline::Resident, variant.variant);
   const bool split_by_marker = o.split_by_marker.value_or(config.steps_per_graph > 1);
 
   audit::KernelTimeline timeline(audit::KernelTimelineOptions{.max_records = o.max_records});
   timeline.start();
-  rl::DqnTrainer trainer(config);
+  dqn::DqnTrainer trainer(config);
   const std::size_t warmup_epochs =
       o.warmup_epochs.value_or(trainer.warmup_vector_steps() / bench::kDqnStepsPerEpoch + 2);
   std::printf("%s: %s, dqn_epoch/%s (acting: %s, gradient step: %s), %zu warm-up + %zu recorded "

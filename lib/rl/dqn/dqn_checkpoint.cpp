@@ -2,7 +2,7 @@
 
 #include <string>
 
-namespace resident::rl {
+namespace resident::dqn {
 
 CheckpointWriter dqn_checkpoint_writer(std::uint64_t config_hash) {
   CheckpointWriter out(kDqnCheckpointKind);
@@ -56,4 +56,4 @@ DqnTrainerState read_dqn_trainer_section(const CheckpointFile& file, const DqnTr
   return s;
 }
 
-}  // namespace resident::rl
+}  // namespace resident::dqn

@@ -20,7 +20,7 @@
 
 #include "lib/core/checkpoint_file.h"
 
-namespace resident::rl {
+namespace resident::dqn {
 
 inline constexpr const char* kDqnCheckpointKind = "dqn-trainer";
 inline constexpr const char* kDqnConfigSection = "config";
@@ -56,4 +56,4 @@ std::vector<std::byte> dqn_trainer_section(const DqnTrainerState& state);
 // naming the file, the section, the field and both lengths.
 DqnTrainerState read_dqn_trainer_section(const CheckpointFile& file, const DqnTrainerShape& shape);
 
-}  // namespace resident::rl
+}  // namespace resident::dqn

@@ -8,7 +8,7 @@
 #include "kernels/core/error.h"
 #include "lib/replay/gpu_replay_buffer.h"
 
-namespace resident::rl {
+namespace resident::dqn {
 
 namespace {
 
@@ -164,4 +164,4 @@ DqnConfig cartpole_learning_config() {
   return c;
 }
 
-}  // namespace resident::rl
+}  // namespace resident::dqn

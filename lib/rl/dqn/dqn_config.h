@@ -11,7 +11,7 @@
 #include "lib/env/market_series.h"
 #include "lib/nn/param_slab.h"
 
-namespace resident::rl {
+namespace resident::dqn {
 
 enum class DqnEnvKind { CartPole, Trading };
 
@@ -100,4 +100,4 @@ std::uint64_t config_hash(const DqnConfig& config);
 // env steps, 250 vector steps per epoch. Seed 0; set it.
 DqnConfig cartpole_learning_config();
 
-}  // namespace resident::rl
+}  // namespace resident::dqn

@@ -5,7 +5,7 @@
 #include "kernels/core/error.h"
 #include "kernels/core/philox.h"
 
-namespace resident::rl {
+namespace resident::dqn {
 
 namespace {
 
@@ -105,4 +105,4 @@ void DqnEnv::load_state(std::span<const std::byte> state, cudaStream_t stream) {
   staged.commit();
 }
 
-}  // namespace resident::rl
+}  // namespace resident::dqn

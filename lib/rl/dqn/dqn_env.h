@@ -19,7 +19,7 @@
 #include "lib/env/vector_env.h"
 #include "lib/rl/dqn/dqn_config.h"
 
-namespace resident::rl {
+namespace resident::dqn {
 
 class DqnEnv final : public VectorEnv {
  public:
@@ -71,4 +71,4 @@ class DqnEnv final : public VectorEnv {
   std::unique_ptr<TradingEnv> trading_;
 };
 
-}  // namespace resident::rl
+}  // namespace resident::dqn

@@ -5,7 +5,7 @@
 #include "kernels/core/error.h"
 #include "lib/nn/regression_step.h"
 
-namespace resident::rl {
+namespace resident::dqn {
 
 namespace kd = kernels::dqn;
 
@@ -120,4 +120,4 @@ void DqnFusedKernels::train(const kd::DqnFusedOutputs& out, const kd::DqnFusedBa
                                   constants, step_grid_, stream);
 }
 
-}  // namespace resident::rl
+}  // namespace resident::dqn

@@ -20,7 +20,7 @@
 #include "lib/rl/dqn/dqn_config.h"
 #include "lib/rl/dqn/q_network.h"
 
-namespace resident::rl {
+namespace resident::dqn {
 
 class DqnFusedKernels {
  public:
@@ -67,4 +67,4 @@ class DqnFusedKernels {
   DeviceBuffer<std::uint32_t> split_counters_;
 };
 
-}  // namespace resident::rl
+}  // namespace resident::dqn

@@ -19,7 +19,7 @@
 #include "lib/replay/cpu_replay_buffer.h"
 #include "lib/rl/dqn/dqn_trainer.h"
 
-namespace resident::rl {
+namespace resident::dqn {
 
 namespace kd = kernels::dqn;
 
@@ -163,4 +163,4 @@ void DqnTrainer::host_staged_step(bool train) {
   }
 }
 
-}  // namespace resident::rl
+}  // namespace resident::dqn

@@ -2,7 +2,7 @@
 
 #include "kernels/core/error.h"
 
-namespace resident::rl {
+namespace resident::dqn {
 
 void DqnStepSchedule::fork_pending_update(cudaStream_t main,
                                           const std::function<void(cudaStream_t)>& replay_work,
@@ -68,4 +68,4 @@ void DqnStepSchedule::launch_graph(std::size_t steps, cudaStream_t main) {
   ++graph_launches_;
 }
 
-}  // namespace resident::rl
+}  // namespace resident::dqn

@@ -26,7 +26,7 @@
 #include "lib/core/stream.h"
 #include "lib/replay/gpu_replay_buffer.h"
 
-namespace resident::rl {
+namespace resident::dqn {
 
 class DqnStepSchedule {
  public:
@@ -79,4 +79,4 @@ class DqnStepSchedule {
   std::uint64_t graph_launches_ = 0;
 };
 
-}  // namespace resident::rl
+}  // namespace resident::dqn

@@ -16,7 +16,7 @@
 #include "lib/rl/dqn/dqn_fused_kernels.h"
 #include "lib/rl/dqn/dqn_step_schedule.h"
 
-namespace resident::rl {
+namespace resident::dqn {
 
 namespace kd = kernels::dqn;
 
@@ -405,4 +405,4 @@ std::vector<float> DqnTrainer::evaluate_greedy(std::size_t vector_steps, std::si
   return returns;
 }
 
-}  // namespace resident::rl
+}  // namespace resident::dqn

@@ -59,7 +59,7 @@
 #include "lib/rl/dqn/dqn_env.h"
 #include "lib/rl/dqn/q_network.h"
 
-namespace resident::rl {
+namespace resident::dqn {
 
 class DqnFusedKernels;  // dqn_fused_kernels.h
 class DqnStepSchedule;  // dqn_step_schedule.h
@@ -215,4 +215,4 @@ class DqnTrainer {
   std::uint64_t vector_steps_ = 0, gradient_steps_ = 0, epoch_ = 0;
 };
 
-}  // namespace resident::rl
+}  // namespace resident::dqn

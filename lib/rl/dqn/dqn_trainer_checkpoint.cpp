@@ -11,7 +11,7 @@
 #include "lib/rl/dqn/dqn_checkpoint.h"
 #include "lib/rl/dqn/dqn_trainer.h"
 
-namespace resident::rl {
+namespace resident::dqn {
 
 namespace {
 
@@ -101,4 +101,4 @@ void DqnTrainer::load_checkpoint(const std::filesystem::path& path) {
   epoch_ = state.epoch;
 }
 
-}  // namespace resident::rl
+}  // namespace resident::dqn

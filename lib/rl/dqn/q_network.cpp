@@ -6,7 +6,7 @@
 #include "kernels/rl/dqn/dueling_head.h"
 #include "kernels/core/error.h"
 
-namespace resident::rl {
+namespace resident::dqn {
 
 namespace {
 
@@ -60,4 +60,4 @@ void QNetwork::backward(const StreamContext& context, const float* x, const floa
   mlp_.backward(context, x, dy, nullptr, batch, mode);
 }
 
-}  // namespace resident::rl
+}  // namespace resident::dqn

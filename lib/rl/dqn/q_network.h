@@ -20,7 +20,7 @@
 #include "lib/nn/mlp.h"
 #include "lib/nn/param_slab.h"
 
-namespace resident::rl {
+namespace resident::dqn {
 
 struct QNetworkShape {
   std::size_t observation_size = 0;
@@ -59,4 +59,4 @@ class QNetwork {
   DeviceBuffer<float> q_, d_head_;  // dueling only: [max_batch, A], [max_batch, 1 + A]
 };
 
-}  // namespace resident::rl
+}  // namespace resident::dqn

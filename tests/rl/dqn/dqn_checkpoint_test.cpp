@@ -26,7 +26,7 @@
 namespace {
 
 using namespace resident;
-using namespace resident::rl;
+using namespace resident::dqn;
 
 constexpr std::uint64_t kHash = 0x5eed'0001'cafe'f00dull;
 

@@ -12,7 +12,7 @@
 namespace {
 
 using namespace resident;
-using namespace resident::rl;
+using namespace resident::dqn;
 
 std::string validation_message(const DqnConfig& config) {
   try {

@@ -36,7 +36,7 @@
 namespace {
 
 using namespace resident;
-using namespace resident::rl;
+using namespace resident::dqn;
 namespace eval = resident::test::trading;
 
 class DqnCartPoleLearning : public ::testing::TestWithParam<std::uint64_t> {};

@@ -24,7 +24,7 @@
 namespace {
 
 using namespace resident;
-using namespace resident::rl;
+using namespace resident::dqn;
 
 DqnConfig small_config(DqnEnvKind env, bool dueling) {
   DqnConfig c;
