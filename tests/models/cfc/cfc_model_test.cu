@@ -30,6 +30,7 @@
 #include "lib/models/model_registry.h"
 #include "tests/reference/cfc_reference.h"
 #include "tests/support/gpu.h"
+#include "tests/support/slab_values.h"
 
 namespace {
 
@@ -96,14 +97,6 @@ ref::CfcParams download_params(const CfcModel& model, const ref::CfcDims& dims,
     for (std::size_t i = 0; i < tensor->size(); ++i) (*tensor)[i] = flat[offset + i];
   }
   return p;
-}
-
-std::vector<float> random_grads(const CfcModel& model, std::mt19937_64& rng) {
-  std::vector<float> g(model.slab().total_elements(), 0.0f);
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  for (const auto& t : model.slab().layout().tensors())
-    for (std::size_t i = 0; i < t.size; ++i) g[t.offset + i] = u(rng);
-  return g;
 }
 
 struct StepResult {
@@ -182,7 +175,7 @@ StepResult check_against_reference(const CfcConfig& config, const ModelShape& sh
   const std::vector<float> xf = to_float(x);
   x.assign(xf.begin(), xf.end());  // the reference sees the float inputs
   const std::vector<double> target = random_values(batch * shape.outputs, -1, 1, rng);
-  const std::vector<float> grads0 = random_grads(model, rng);
+  const std::vector<float> grads0 = resident::test::random_slab_values(model.slab(), rng);
   const StepResult r = gpu_step(model, ctx, xf, to_float(target), batch, grads0);
 
   const std::vector<double> pred = ref::cfc_forward(dims, params, x, batch);

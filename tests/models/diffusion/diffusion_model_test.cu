@@ -41,6 +41,7 @@
 #include "tests/reference/diffusion_reference.h"
 #include "tests/reference/philox_reference.h"
 #include "tests/support/gpu.h"
+#include "tests/support/slab_values.h"
 
 namespace {
 
@@ -196,9 +197,7 @@ TEST(DiffusionModel, TrainingDrawLossAndGradientsMatchReference) {
     const std::vector<float> x =
         to_float(random_values(B * c.shape.window * c.shape.features, -1.5, 1.5, rng));
     const std::vector<float> y = to_float(random_values(B * O, -1.5, 1.5, rng));
-    std::vector<float> grads0(model.slab().total_elements());
-    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-    for (float& g : grads0) g = u(rng);
+    const std::vector<float> grads0 = resident::test::random_slab_values(model.slab(), rng);
     DeviceBuffer<float> dx = device_copy(x), dy = device_copy(y), loss(1);
     RESIDENT_CUDA_CHECK(cudaMemsetAsync(loss.data(), 0xFF, loss.bytes(), ctx.stream()));
     model.slab().upload(SlabPart::Grads, grads0, ctx.stream());

@@ -36,6 +36,7 @@
 #include "lib/models/tlob/tlob_model.h"
 #include "tests/reference/tlob_reference.h"
 #include "tests/support/gpu.h"
+#include "tests/support/slab_values.h"
 
 namespace {
 
@@ -128,9 +129,7 @@ void check_against_reference(const TlobConfig& config, const ModelShape& shape,
   const std::vector<double> x(xf.begin(), xf.end());
   std::vector<std::int32_t> labels(batch);
   for (std::size_t i = 0; i < batch; ++i) labels[i] = static_cast<std::int32_t>(rng() % 3);
-  std::vector<float> grads0(model.slab().total_elements());
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  for (float& g : grads0) g = u(rng);
+  const std::vector<float> grads0 = resident::test::random_slab_values(model.slab(), rng);
 
   const std::size_t n = batch * shape.outputs;
   DeviceBuffer<float> dx = device_copy(xf), logits(n), dlogits(n), loss(1);
