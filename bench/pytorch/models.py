@@ -528,11 +528,153 @@ class Tlob(SupervisedModel):
                 f"{self.parameter_count()} parameters")
 
 
+# --------------------------------------------------------------------------------------------
+# TFT (MODELS.md section 3): pytorch-forecasting's module layout without statics (no context
+# vectors, zero initial LSTM state), dropout 0, one LSTM layer, every step an encoder step and the
+# last step the query; a quantile head trained with the pinball loss (``training_loss``).
+# tests/reference/tft_reference.h states the model; the tensors are those of
+# lib/models/tft/tft_init.cpp (same count and shapes but the LSTM's bias split in two, as
+# nn.LSTM keeps b_ih and b_hh).
+
+TFT_NORM_EPS = 1e-5
+"""Every LayerNorm's eps (kTftNormEps)."""
+
+
+class TftGateAddNorm(nn.Module):
+    """LayerNorm(resid + GLU(a)): the glu Linear's first half the value, the second the gate."""
+
+    def __init__(self, inputs: int, outputs: int):
+        super().__init__()
+        self.glu = nn.Linear(inputs, 2 * outputs)
+        self.norm = nn.LayerNorm(outputs, eps=TFT_NORM_EPS)
+
+    def forward(self, a: torch.Tensor, resid: torch.Tensor) -> torch.Tensor:
+        return self.norm(resid + F.glu(self.glu(a), dim=-1))
+
+
+class TftGrn(nn.Module):
+    """GAN(fc2(ELU(fc1(a))), skip(a)); skip a Linear when the widths differ."""
+
+    def __init__(self, inputs: int, hidden: int, outputs: int):
+        super().__init__()
+        self.fc1 = nn.Linear(inputs, hidden)
+        self.fc2 = nn.Linear(hidden, hidden)
+        self.gate = TftGateAddNorm(hidden, outputs)
+        self.skip = nn.Linear(inputs, outputs) if inputs != outputs else None
+
+    def forward(self, a: torch.Tensor) -> torch.Tensor:
+        resid = a if self.skip is None else self.skip(a)
+        return self.gate(self.fc2(F.elu(self.fc1(a))), resid)
+
+
+class TftVariableGrns(nn.Module):
+    """The F per-variable GRNs (in d_c, hidden H, out H, skip Linear) as batched matmuls over
+    stacked weights, each ending in the per-variable LayerNorm."""
+
+    def __init__(self, variables: int, inputs: int, hidden: int):
+        super().__init__()
+
+        def stacked(*shape, fan_in):
+            bound = 1.0 / math.sqrt(fan_in)
+            return nn.Parameter(torch.empty(variables, *shape).uniform_(-bound, bound))
+
+        self.fc1_w = stacked(hidden, inputs, fan_in=inputs)
+        self.fc1_b = stacked(hidden, fan_in=inputs)
+        self.fc2_w = stacked(hidden, hidden, fan_in=hidden)
+        self.fc2_b = stacked(hidden, fan_in=hidden)
+        self.glu_w = stacked(2 * hidden, hidden, fan_in=hidden)
+        self.glu_b = stacked(2 * hidden, fan_in=hidden)
+        self.skip_w = stacked(hidden, inputs, fan_in=inputs)
+        self.skip_b = stacked(hidden, fan_in=inputs)
+        self.gamma = nn.Parameter(torch.ones(variables, hidden))
+        self.beta = nn.Parameter(torch.zeros(variables, hidden))
+
+    def forward(self, e: torch.Tensor) -> torch.Tensor:
+        """e [..., F, d_c] -> [..., F, H]."""
+        def linear(a, w, b):
+            return torch.einsum("...ji,joi->...jo", a, w) + b
+
+        eta = linear(F.elu(linear(e, self.fc1_w, self.fc1_b)), self.fc2_w, self.fc2_b)
+        r = linear(e, self.skip_w, self.skip_b) + F.glu(linear(eta, self.glu_w, self.glu_b), -1)
+        return F.layer_norm(r, r.shape[-1:], eps=TFT_NORM_EPS) * self.gamma + self.beta
+
+
+class Tft(SupervisedModel):
+    """A quantile forecaster: forward gives [B, outputs * quantiles] (quantile fastest);
+    ``training_loss`` is the pinball loss, mean over every value; the median column is the
+    point forecast (``median``)."""
+
+    name = "tft"
+
+    def __init__(self, window: int, features: int, outputs: int, hidden: int = 32, heads: int = 4,
+                 prescale: int = 8, quantiles: tuple = (0.1, 0.5, 0.9)):
+        super().__init__()
+        assert hidden % heads == 0 and 0.5 in quantiles
+        self.hidden, self.heads, self.prescale = hidden, heads, prescale
+        self.outputs, self.quantiles = outputs, tuple(quantiles)
+        head_width = hidden // heads
+        self.prescale_weight = nn.Parameter(torch.empty(features, prescale).uniform_(-1, 1))
+        self.prescale_bias = nn.Parameter(torch.empty(features, prescale).uniform_(-1, 1))
+        self.vsn_flat = TftGrn(features * prescale, hidden, features)
+        self.vsn_var = TftVariableGrns(features, prescale, hidden)
+        self.lstm = nn.LSTM(hidden, hidden, batch_first=True)
+        self.lstm_gate = TftGateAddNorm(hidden, hidden)
+        self.enrich = TftGrn(hidden, hidden, hidden)
+        self.query = nn.Linear(hidden, hidden)
+        self.key = nn.Linear(hidden, hidden)
+        self.value = nn.Linear(hidden, head_width)
+        self.out = nn.Linear(head_width, hidden, bias=False)
+        self.attn_gate = TftGateAddNorm(hidden, hidden)
+        self.ff = TftGrn(hidden, hidden, hidden)
+        self.out_gate = TftGateAddNorm(hidden, hidden)
+        self.head = nn.Linear(hidden, outputs * len(self.quantiles))
+
+    def forward(self, x: torch.Tensor, details: dict | None = None) -> torch.Tensor:
+        batch, window, _ = x.shape
+        e = x[..., None] * self.prescale_weight + self.prescale_bias          # [B, L, F, dc]
+        v = torch.softmax(self.vsn_flat(e.flatten(2)), dim=-1)               # [B, L, F]
+        xi = (v[..., None] * self.vsn_var(e)).sum(dim=2)                      # [B, L, H]
+        h, _ = self.lstm(xi)
+        phi = self.lstm_gate(h, xi)
+        theta = self.enrich(phi)
+        dk = self.hidden // self.heads
+        q = self.query(theta[:, -1]).view(batch, self.heads, dk)
+        k = self.key(theta).view(batch, window, self.heads, dk)
+        scores = torch.einsum("bhd,bthd->bht", q, k) / math.sqrt(dk)
+        # The causal mask: keys at steps <= the query's (the last step: all of them).
+        mask = torch.arange(window, device=x.device) > window - 1
+        probs = torch.softmax(scores.masked_fill(mask, float("-inf")), dim=-1)
+        abar = probs.mean(dim=1)                                             # [B, L]
+        attn = self.out(torch.einsum("bt,btd->bd", abar, self.value(theta)))
+        delta = self.attn_gate(attn, theta[:, -1])
+        u = self.out_gate(self.ff(delta), phi[:, -1])
+        if details is not None:
+            details["selection"], details["attention"] = v, abar
+        return self.head(u)
+
+    def training_loss(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """Pinball over the levels, mean over batch * outputs * quantiles; y [B, outputs]."""
+        pred = self(x).view(x.shape[0], self.outputs, len(self.quantiles))
+        taus = torch.tensor(self.quantiles, dtype=pred.dtype, device=pred.device)
+        u = y[..., None] - pred
+        return torch.maximum(taus * u, (taus - 1) * u).mean()
+
+    def median(self, x: torch.Tensor) -> torch.Tensor:
+        """The 0.5 column [B, outputs]: what resident's trainer validates with MSE."""
+        pred = self(x).view(x.shape[0], self.outputs, len(self.quantiles))
+        return pred[..., self.quantiles.index(0.5)]
+
+    def describe(self) -> str:
+        return (f"tft H {self.hidden}, {self.heads} heads, d_c {self.prescale}, quantiles "
+                f"{list(self.quantiles)}, {self.parameter_count()} parameters")
+
+
 MODELS: dict[str, type[SupervisedModel]] = {
     Kan.name: Kan,
     Mamba2.name: Mamba2,
     Cfc.name: Cfc,
     Tlob.name: Tlob,
     Diffusion.name: Diffusion,
+    Tft.name: Tft,
 }
 """The registry: name (as resident's model registry spells it) -> model class."""

@@ -27,7 +27,7 @@ the classifier tlob's: test_pytorch_tlob)."""
 
 
 def test_the_registry_names_the_resident_models():
-    assert set(MODELS) == {"kan", "mamba2", "cfc", "diffusion", "tlob"}
+    assert set(MODELS) == {"kan", "mamba2", "cfc", "diffusion", "tlob", "tft"}
     assert all(cls.name == name for name, cls in MODELS.items())
 
 
