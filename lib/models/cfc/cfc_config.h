@@ -21,7 +21,7 @@ enum class CfcMode {
 CfcMode cfc_mode_from_name(std::string_view name);
 std::string_view cfc_mode_name(CfcMode mode) noexcept;
 
-// Limits: the step kernels keep rows x (2 H + U + heads H) floats in shared memory.
+// Limits: the step kernels keep rows x (H + U + heads H) floats in shared memory.
 inline constexpr std::size_t kCfcMaxWidth = 1024;  // H and U
 
 struct CfcConfig {

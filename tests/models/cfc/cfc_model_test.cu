@@ -2,8 +2,10 @@
 // (tests/reference/cfc_reference.h), on a GPU (each test calls RESIDENT_REQUIRE_GPU first):
 //   - the prediction, the MSE loss and every parameter tensor's gradient, for the default and the
 //     pure cell, at tiny configs with random parameters (every path matters), at edges (batch 1,
-//     L 1; batch 37, not a multiple of the block's rows; steps per launch 1 and 3 of 7), with
-//     uneven elapsed times from an input column, and at the model's own init; the prediction
+//     L 1; batch 37, not a multiple of the block's rows; steps per launch 1 and 3 of 7), at the
+//     full small config (H 64, U 128; batches 9 and 5, a partial last block; cfc_test_cases.h
+//     bounds its random weights by fan-in so the recurrence is well conditioned), with uneven
+//     elapsed times from an input column, and at the model's own init; the prediction
 //     poisoned with NaN, the gradients starting from random values (the backward must add
 //     exactly its share);
 //   - steps per launch 1 against the whole window: the same bits;
@@ -28,6 +30,7 @@
 #include "lib/core/stream.h"
 #include "lib/models/cfc/cfc_model.h"
 #include "lib/models/model_registry.h"
+#include "tests/models/cfc/cfc_test_cases.h"
 #include "tests/reference/cfc_reference.h"
 #include "tests/support/gpu.h"
 #include "tests/support/slab_values.h"
@@ -43,28 +46,13 @@ using resident::models::CfcModel;
 using resident::models::ModelShape;
 using resident::nn::SlabPart;
 
-constexpr double kRtol = 2e-3;
-constexpr double kAtol = 2e-4;
-
-ref::CfcDims reference_dims(const CfcConfig& c, const ModelShape& s) {
-  ref::CfcDims d;
-  d.window = s.window;
-  d.features = s.features;
-  d.outputs = s.outputs;
-  d.hidden = c.hidden;
-  d.units = c.units;
-  d.pure = c.mode == CfcMode::Pure;
-  d.time_column = c.time_column;
-  return d;
-}
+constexpr double kRtol = resident::test::kCfcTestRtol;
+constexpr double kAtol = resident::test::kCfcTestAtol;
 
 std::vector<float> to_float(const std::vector<double>& v) { return {v.begin(), v.end()}; }
 
 std::vector<double> random_values(std::size_t n, double low, double high, std::mt19937_64& rng) {
-  std::uniform_real_distribution<double> u(low, high);
-  std::vector<double> v(n);
-  for (double& x : v) x = u(rng);
-  return v;
+  return resident::test::cfc_uniform(n, low, high, rng);
 }
 
 DeviceBuffer<float> device_copy(const std::vector<float>& host) {
@@ -73,19 +61,13 @@ DeviceBuffer<float> device_copy(const std::vector<float>& host) {
   return b;
 }
 
-// Weights U(-0.6, 0.6), A U(0.5, 1.5), w_tau away from 0; uploaded, then read back as the
-// reference's parameters (the float values the GPU uses).
-ref::CfcParams set_random_params(CfcModel& model, const ref::CfcDims& dims, std::mt19937_64& rng,
-                                 const StreamContext& ctx) {
-  ref::CfcParams p = ref::cfc_zero_params(dims);
-  for (auto& [name, tensor] : ref::cfc_named_tensors(p)) {
-    *tensor = random_values(tensor->size(), -0.6, 0.6, rng);
-    if (name == "A") *tensor = random_values(tensor->size(), 0.5, 1.5, rng);
-    if (name == "w_tau")
-      for (double& w : *tensor) w += w < 0 ? -0.2 : 0.2;
+// Random parameters (tests/models/cfc/cfc_test_cases.h) uploaded; the reference reads them back
+// (the float values the GPU uses).
+void set_random_params(CfcModel& model, const ref::CfcDims& dims, std::mt19937_64& rng,
+                       const StreamContext& ctx) {
+  ref::CfcParams p = resident::test::cfc_random_params(dims, rng);
+  for (auto& [name, tensor] : ref::cfc_named_tensors(p))
     model.slab().upload(SlabPart::Params, name, to_float(*tensor), ctx.stream());
-  }
-  return p;
 }
 
 ref::CfcParams download_params(const CfcModel& model, const ref::CfcDims& dims,
@@ -157,23 +139,18 @@ void print_agreement(const std::string& what, const Agreement& a) {
               what.c_str(), a.max_abs, a.share, kRtol, kAtol);
 }
 
-// One GPU step against the reference. x's time column (when named) holds uneven ts in
-// [0.1, 2.5].
+// One GPU step against the reference; the draws are cfc_test_cases.h's (x's time column, when
+// named, holds uneven ts in [0.1, 2.5]).
 StepResult check_against_reference(const CfcConfig& config, const ModelShape& shape,
                                    std::size_t batch, bool random_parameters, std::uint64_t seed) {
   StreamContext ctx;
   CfcModel model(shape, config, seed);
-  const ref::CfcDims dims = reference_dims(config, shape);
+  const ref::CfcDims dims = resident::test::cfc_reference_dims(config, shape);
   std::mt19937_64 rng(seed);
   if (random_parameters) set_random_params(model, dims, rng, ctx);
   const ref::CfcParams params = download_params(model, dims, ctx);
-  std::vector<double> x = random_values(batch * shape.window * shape.features, -1.5, 1.5, rng);
-  if (config.time_column >= 0)
-    for (std::size_t r = 0; r < batch * shape.window; ++r)
-      x[r * shape.features + static_cast<std::size_t>(config.time_column)] =
-          random_values(1, 0.1, 2.5, rng)[0];
+  const std::vector<double> x = resident::test::cfc_random_inputs(dims, batch, rng);
   const std::vector<float> xf = to_float(x);
-  x.assign(xf.begin(), xf.end());  // the reference sees the float inputs
   const std::vector<double> target = random_values(batch * shape.outputs, -1, 1, rng);
   const std::vector<float> grads0 = resident::test::random_slab_values(model.slab(), rng);
   const StepResult r = gpu_step(model, ctx, xf, to_float(target), batch, grads0);
@@ -242,8 +219,12 @@ TEST(CfcModel, GradientsMatchReferenceEdges) {
   check_against_reference(tiny(CfcMode::Default), ModelShape{1, 2, 1, 1}, 1, true, 75);
   check_against_reference(tiny(CfcMode::Default, 2, 3), ModelShape{7, 5, 3, 40}, 37, true, 76);
   check_against_reference(tiny(CfcMode::Pure, -1, 1), ModelShape{7, 5, 1, 40}, 37, true, 77);
-  CfcConfig wide;  // H 64, U 128: more units than threads per block, several heads per thread
-  check_against_reference(wide, ModelShape{16, 8, 1, 9}, 9, true, 78);
+}
+
+TEST(CfcModel, GradientsMatchReferenceWide) {
+  RESIDENT_REQUIRE_GPU();
+  for (const resident::test::CfcWideCase& c : resident::test::cfc_wide_cases())
+    check_against_reference(c.config, c.shape, c.batch, true, c.seed);
 }
 
 TEST(CfcModel, GradientsMatchReferenceAtInit) {

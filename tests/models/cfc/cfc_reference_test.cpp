@@ -1,12 +1,15 @@
 // CPU tests of the Liquid CfC model (no GPU): the double reference's full-model backward (every
 // parameter tensor and the input, the elapsed-time path included) against central finite
 // differences, for the default and the pure cell, with ts = 1 and with uneven elapsed times; a
-// negative control showing the check rejects a wrong backward; CfcConfig validation errors that
-// name the field.
+// negative control showing the check rejects a wrong backward; the GPU test's wide cases
+// (cfc_test_cases.h) are well conditioned: moving every parameter by one float rounding moves the
+// double prediction, loss and gradients by a small share of the GPU tolerance (and at a bound of
+// 0.6 by far more than all of it); CfcConfig validation errors that name the field.
 #include "tests/reference/cfc_reference.h"
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
 #include <limits>
 #include <random>
@@ -15,6 +18,7 @@
 
 #include "kernels/core/error.h"
 #include "lib/models/cfc/cfc_config.h"
+#include "tests/models/cfc/cfc_test_cases.h"
 #include "tests/reference/finite_difference.h"
 
 namespace {
@@ -173,6 +177,68 @@ TEST(CfcReference, RejectsBadDims) {
   d = ref::CfcDims{};
   d.hidden = 0;
   EXPECT_THROW(ref::cfc_zero_params(d), resident::Error);
+}
+
+// The largest |b - a| / (atol + rtol |a|) over the prediction, the MSE loss and every parameter
+// gradient of one GPU-test case (the draws of cfc_test_cases.h with weight bound `gain`), a from
+// its float-rounded parameters and b from those parameters each moved by one float epsilon
+// (relative 2^-23, a random sign): how far fp32 rounding alone can move what the GPU test
+// compares, in shares of its tolerance.
+double rounding_sensitivity(const resident::test::CfcWideCase& c, double gain) {
+  namespace rt = resident::test;
+  const ref::CfcDims dims = rt::cfc_reference_dims(c.config, c.shape);
+  std::mt19937_64 rng(c.seed);
+  ref::CfcParams p = rt::cfc_random_params(dims, rng, gain);
+  for (auto& [name, tensor] : ref::cfc_named_tensors(p))
+    for (double& v : *tensor) v = static_cast<double>(static_cast<float>(v));
+  const std::vector<double> x = rt::cfc_random_inputs(dims, c.batch, rng);
+  const std::vector<double> target = rt::cfc_uniform(c.batch * dims.outputs, -1, 1, rng);
+  auto evaluate = [&](ref::CfcParams& params) {
+    const std::vector<double> pred = ref::cfc_forward(dims, params, x, c.batch);
+    const double n = static_cast<double>(pred.size());
+    double loss = 0.0;
+    std::vector<double> dpred(pred.size());
+    for (std::size_t i = 0; i < pred.size(); ++i) {
+      loss += (pred[i] - target[i]) * (pred[i] - target[i]) / n;
+      dpred[i] = 2.0 * (pred[i] - target[i]) / n;
+    }
+    ref::CfcGradients g = ref::cfc_backward(dims, params, x, c.batch, dpred);
+    std::vector<double> all = pred;
+    all.push_back(loss);
+    const std::vector<double> grads = pack(g.params);
+    all.insert(all.end(), grads.begin(), grads.end());
+    return all;
+  };
+  ref::CfcParams q = p;
+  std::mt19937_64 signs(c.seed + 1000);
+  const double eps = std::ldexp(1.0, -23);
+  for (auto& [name, tensor] : ref::cfc_named_tensors(q))
+    for (double& v : *tensor) v *= (signs() & 1) != 0 ? 1.0 + eps : 1.0 - eps;
+  const std::vector<double> a = evaluate(p), b = evaluate(q);
+  double share = 0.0;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    share = std::max(share, std::fabs(b[i] - a[i]) /
+                                (rt::kCfcTestAtol + rt::kCfcTestRtol * std::fabs(a[i])));
+  return share;
+}
+
+TEST(CfcTestCases, WideCasesAreWellConditioned) {
+  for (const resident::test::CfcWideCase& c : resident::test::cfc_wide_cases()) {
+    const double share = rounding_sensitivity(c, resident::test::kCfcTestWeightGain);
+    std::printf("    %s, batch %zu, L %zu, F %zu, seed %llu: one rounding moves %.2e of the GPU "
+                "tolerance\n",
+                resident::models::describe_cfc(c.config, c.shape).c_str(), c.batch,
+                c.shape.window, c.shape.features, static_cast<unsigned long long>(c.seed), share);
+    EXPECT_LE(share, 0.05) << "seed " << c.seed;
+  }
+}
+
+TEST(CfcTestCases, WideCaseAtBoundSixTenthsIsChaotic) {
+  // Negative control: the first wide case with every weight U(-0.6, 0.6).
+  const resident::test::CfcWideCase c = resident::test::cfc_wide_cases().front();
+  const double share = rounding_sensitivity(c, std::numeric_limits<double>::infinity());
+  std::printf("    bound 0.6: one rounding moves %.2e of the GPU tolerance\n", share);
+  EXPECT_GT(share, 10.0);
 }
 
 std::string config_error(const CfcConfig& config, const ModelShape& shape) {
