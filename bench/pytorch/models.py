@@ -529,6 +529,227 @@ class Tlob(SupervisedModel):
 
 
 # --------------------------------------------------------------------------------------------
+# xLSTM (MODELS.md section 2): NX-AI/xlstm's mLSTM blocks (the cell in its parallel stabilized
+# form over the whole window) and one sLSTM block (its recurrence a Python loop over the window),
+# pre-norm residual blocks, a post-blocks LayerNorm and a Linear readout on the last step.
+# tests/reference/xlstm_reference.h states the model; the tensors are those of
+# lib/models/xlstm/xlstm_config.cpp (same count; the same shapes but the convs' [C, 1, K], as
+# nn.Conv1d keeps them), initialised as its xlstm_initial_values does (the same distributions,
+# drawn from torch's generator).
+
+XLSTM_NORM_EPS = 1e-5
+"""Every LayerNorm's and per-head GroupNorm's eps (kXlstmNormEps)."""
+XLSTM_QKV_BLOCK = 4
+"""The mLSTM's q, k, v projections are block-diagonal with 4 x 4 blocks."""
+
+
+def headwise(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """NX-AI's LinearHeadwiseExpand (no bias): x [..., nb * bi], weight [nb, bo, bi] ->
+    y [..., nb * bo] with y[blk * bo + o] = sum_i weight[blk, o, i] x[blk * bi + i]."""
+    blocks, _, inputs = weight.shape
+    y = torch.einsum("...ni,noi->...no", x.unflatten(-1, (blocks, inputs)), weight)
+    return y.flatten(-2)
+
+
+def causal_conv_silu(conv: nn.Conv1d, x: torch.Tensor) -> torch.Tensor:
+    """SiLU(causal depthwise conv) of x [B, L, C]: y_t = b + sum_k w[k] x_{t-K+1+k}, zeros
+    before the window (``conv`` pads K - 1 on both sides; the last K - 1 outputs are dropped)."""
+    return F.silu(conv(x.transpose(1, 2))[..., :x.shape[1]].transpose(1, 2))
+
+
+def mlstm_cell_parallel(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, igate: torch.Tensor,
+                        fgate: torch.Tensor, causal: torch.Tensor, eps: float) -> torch.Tensor:
+    """The mLSTM cell over a window, parallel stabilized form (NX-AI's
+    parallel_stabilized_simple): q, k, v [..., L, DH], igate, fgate [..., L] pre-activations,
+    ``causal`` the [L, L] lower-triangular mask with the diagonal; returns h [..., L, DH].
+
+    F_t = sum_{j <= t} logsigmoid(f~_j); logD_ts = F_t - F_s + i~_s (s <= t, else -inf);
+    m_t = max_s logD_ts; C_ts = (q_t . k_s / sqrt(DH)) exp(logD_ts - m_t) (exp args <= 0);
+    n_t = max(|sum_s C_ts|, exp(-m_t)); h_t = sum_s C_ts v_s / (n_t + eps). Autograd
+    differentiates through m as well (the exact gradient; resident's backward holds m constant,
+    which differs by O(eps))."""
+    cumulative = torch.cumsum(F.logsigmoid(fgate), dim=-1)
+    log_d = cumulative.unsqueeze(-1) - cumulative.unsqueeze(-2) + igate.unsqueeze(-2)
+    log_d = log_d.masked_fill(~causal, -torch.inf)
+    m = log_d.amax(dim=-1, keepdim=True)  # finite: the diagonal is never masked
+    scores = (q @ k.transpose(-1, -2)) * (q.shape[-1] ** -0.5) * torch.exp(log_d - m)
+    n = torch.maximum(scores.sum(dim=-1, keepdim=True).abs(), torch.exp(-m))
+    return (scores / (n + eps)) @ v
+
+
+class MlstmBlock(nn.Module):
+    """h + mLSTM(LN(h)): up-projection D -> [x_m | z] (2 Di), x_c = SiLU(conv(x_m)), q, k from
+    x_c and v from x_m (headwise 4 x 4), gates [i~ | f~] = Linear([q, k, v]) (NH input gates,
+    then NH forget gates), the cell per head, a per-head GroupNorm times ``outnorm_weight``,
+    (that + skip * x_c) * SiLU(z), the down-projection Di -> D."""
+
+    def __init__(self, d_model: int, inner: int, heads: int, conv_kernel: int, window: int,
+                 blocks: int, cell_eps: float):
+        super().__init__()
+        if inner % heads or inner % XLSTM_QKV_BLOCK:
+            raise ValueError(f"inner = {inner}, allowed a multiple of {XLSTM_QKV_BLOCK} and of "
+                             f"heads = {heads}")
+        self.inner, self.heads, self.cell_eps = inner, heads, cell_eps
+        self.norm = nn.LayerNorm(d_model, eps=XLSTM_NORM_EPS, bias=False)
+        self.up = nn.Linear(d_model, 2 * inner, bias=False)
+        self.conv = nn.Conv1d(inner, inner, conv_kernel, groups=inner, padding=conv_kernel - 1)
+        shape = (inner // XLSTM_QKV_BLOCK, XLSTM_QKV_BLOCK, XLSTM_QKV_BLOCK)
+        self.q_weight, self.k_weight, self.v_weight = (nn.Parameter(torch.empty(shape))
+                                                       for _ in range(3))
+        self.gate = nn.Linear(3 * inner, 2 * heads)
+        self.outnorm_weight = nn.Parameter(torch.ones(inner))
+        self.skip = nn.Parameter(torch.ones(inner))
+        self.down = nn.Linear(inner, d_model, bias=False)
+        ones = torch.ones(window, window, dtype=torch.bool)
+        self.register_buffer("causal", torch.tril(ones), persistent=False)
+        small = math.sqrt(2.0 / (5.0 * d_model))
+        with torch.no_grad():  # xlstm_initial_values; the conv keeps torch's U(+-1/sqrt(K))
+            for weight in (self.up.weight, self.q_weight, self.k_weight, self.v_weight):
+                weight.normal_(0.0, small)
+            self.down.weight.normal_(0.0, 2.0 / (blocks * math.sqrt(d_model)))
+            self.gate.weight.zero_()
+            self.gate.bias[:heads].normal_(0.0, 0.1)
+            self.gate.bias[heads:].copy_(torch.linspace(3.0, 6.0, heads))
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        batch, length, _ = h.shape
+        x_m, z = self.up(self.norm(h)).chunk(2, dim=-1)
+        x_c = causal_conv_silu(self.conv, x_m)
+        q, k, v = (headwise(x_c, self.q_weight), headwise(x_c, self.k_weight),
+                   headwise(x_m, self.v_weight))
+        igate, fgate = self.gate(torch.cat([q, k, v], dim=-1)).transpose(1, 2).chunk(2, dim=1)
+
+        def per_head(t):  # [B, L, Di] -> [B, NH, L, DH]
+            return t.view(batch, length, self.heads, -1).transpose(1, 2)
+
+        cell = mlstm_cell_parallel(per_head(q), per_head(k), per_head(v), igate, fgate,
+                                   self.causal, self.cell_eps)
+        grouped = F.layer_norm(cell, cell.shape[-1:], eps=XLSTM_NORM_EPS)
+        grouped = grouped.transpose(1, 2).reshape(batch, length, self.inner)
+        return h + self.down((self.outnorm_weight * grouped + self.skip * x_c) * F.silu(z))
+
+
+class SlstmBlock(nn.Module):
+    """h + sLSTM(LN(h)), then h + FFN(LN(h)). sLSTM: x_c = SiLU(conv(u)); gate inputs
+    W_i x_c, W_f x_c, W_z u, W_o u (headwise [NH, DHs, DHs] each); per step raw = Wx + R h_{t-1}
+    + b (R headwise too); the stabilized cell (m_0 = i~_0, c_0 = tanh z~_0, n_0 = 1); h_t =
+    sigmoid(o~) c_t / n_t; a per-head GroupNorm times ``outnorm_weight``. FFN: gated GeLU
+    (tanh approximation), GeLU(g) * a with [g | a] = u W_up^T, then W_down; no biases."""
+
+    def __init__(self, d_model: int, heads: int, ffn: int, conv_kernel: int, block: int,
+                 blocks: int):
+        super().__init__()
+        if d_model % heads:
+            raise ValueError(f"d_model = {d_model}, allowed a multiple of heads = {heads}")
+        self.d_model, self.heads = d_model, heads
+        head_dim = d_model // heads
+        self.norm = nn.LayerNorm(d_model, eps=XLSTM_NORM_EPS, bias=False)
+        self.conv = nn.Conv1d(d_model, d_model, conv_kernel, groups=d_model,
+                              padding=conv_kernel - 1)
+        # Gates in the order i, f, z, o.
+        self.w_weight = nn.Parameter(torch.empty(4, heads, head_dim, head_dim))
+        self.r_weight = nn.Parameter(torch.zeros(4, heads, head_dim, head_dim))
+        self.bias = nn.Parameter(torch.zeros(4, d_model))
+        self.outnorm_weight = nn.Parameter(torch.ones(d_model))
+        self.ffn_norm = nn.LayerNorm(d_model, eps=XLSTM_NORM_EPS, bias=False)
+        self.ffn_up = nn.Linear(d_model, 2 * ffn, bias=False)
+        self.ffn_down = nn.Linear(ffn, d_model, bias=False)
+        small = math.sqrt(2.0 / (5.0 * d_model))
+        ratio = block / (blocks - 1) if blocks > 1 else 0.0
+        unit = torch.arange(head_dim, dtype=torch.float64)
+        fraction = unit / (head_dim - 1) if head_dim > 1 else torch.zeros_like(unit)
+        with torch.no_grad():  # xlstm_initial_values; the conv keeps torch's U(+-1/sqrt(K))
+            self.w_weight.normal_(0.0, small)
+            self.ffn_up.weight.normal_(0.0, small)
+            self.ffn_down.weight.normal_(0.0, 2.0 / (blocks * math.sqrt(d_model)))
+            forget = 5.0 - 12.0 * fraction.pow(0.3 + 1.3 * ratio)
+            self.bias[1].copy_(forget.repeat(heads).float())
+
+    def recurrence(self, pre: torch.Tensor) -> torch.Tensor:
+        """The cell over the window, step by step: pre [B, L, 4, D] (W x + b) -> h [B, L, D].
+        Every exp argument is <= 0 (m_t is the running max)."""
+        batch, length, _, width = pre.shape
+        states = []
+        for t in range(length):
+            raw = pre[:, t]
+            if t > 0:  # h_{-1} = 0: no recurrent term on the first step
+                heads = h.view(batch, self.heads, -1)
+                raw = raw + torch.einsum("bnk,gnjk->bgnj", heads, self.r_weight).reshape(
+                    batch, 4, width)
+            igate, fgate, zgate, ogate = raw.unbind(dim=1)
+            log_f, z = F.logsigmoid(fgate), torch.tanh(zgate)
+            if t == 0:
+                m, c, n = igate, z, torch.ones_like(z)
+            else:
+                m_new = torch.maximum(igate, log_f + m)
+                i_p, f_p = torch.exp(igate - m_new), torch.exp(log_f + m - m_new)
+                m, c, n = m_new, f_p * c + i_p * z, f_p * n + i_p
+            h = torch.sigmoid(ogate) * c / n
+            states.append(h)
+        return torch.stack(states, dim=1)
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        batch, length, width = h.shape
+        u = self.norm(h)
+        x_c = causal_conv_silu(self.conv, u)
+        gate_inputs = (x_c, x_c, u, u)
+        pre = torch.stack([headwise(x, self.w_weight[g]) for g, x in enumerate(gate_inputs)],
+                          dim=2) + self.bias
+        cell = self.recurrence(pre).view(batch, length, self.heads, -1)
+        grouped = F.layer_norm(cell, cell.shape[-1:], eps=XLSTM_NORM_EPS).view(batch, length,
+                                                                               width)
+        h = h + self.outnorm_weight * grouped
+        gated, linear = self.ffn_up(self.ffn_norm(h)).chunk(2, dim=-1)
+        return h + self.ffn_down(F.gelu(gated, approximate="tanh") * linear)
+
+
+class Xlstm(SupervisedModel):
+    """Linear F -> D, ``blocks`` residual blocks (the sLSTM block at ``slstm_at``, -1 for none;
+    mLSTM blocks elsewhere), a LayerNorm without bias and a Linear readout on the last step.
+    ``inner`` (Di) and ``ffn`` (the FFN's width) default to resident's rounding: 2 D and 1.3 D
+    rounded up to multiples of 64; tests pass smaller ones."""
+
+    name = "xlstm"
+
+    def __init__(self, window: int, features: int, outputs: int, d_model: int = 64,
+                 heads: int = 4, blocks: int = 4, slstm_at: int = 1, conv_kernel: int = 4,
+                 cell_eps: float = 1e-6, inner: int | None = None, ffn: int | None = None):
+        super().__init__()
+        if not -1 <= slstm_at < blocks:
+            raise ValueError(f"slstm_at = {slstm_at}, allowed [-1, {blocks - 1}]")
+        inner = inner if inner is not None else (2 * d_model + 63) // 64 * 64
+        ffn = ffn if ffn is not None else ((13 * d_model + 9) // 10 + 63) // 64 * 64
+        self.config = dict(d_model=d_model, heads=heads, inner=inner, blocks=blocks,
+                           slstm_at=slstm_at, ffn=ffn)
+        self.embed = nn.Linear(features, d_model)
+        self.blocks = nn.ModuleList(
+            SlstmBlock(d_model, heads, ffn, conv_kernel, b, blocks) if b == slstm_at
+            else MlstmBlock(d_model, inner, heads, conv_kernel, window, blocks, cell_eps)
+            for b in range(blocks))
+        self.post_norm = nn.LayerNorm(d_model, eps=XLSTM_NORM_EPS, bias=False)
+        self.readout = nn.Linear(d_model, outputs)
+
+    def decays(self, name: str, parameter: nn.Parameter) -> bool:
+        """resident's slab: the projection and recurrent weights decay; biases (the sLSTM's
+        [4, D] one included), norm weights, skip and the conv do not."""
+        leaf = name.rsplit(".", 1)[-1]
+        return parameter.dim() >= 2 and ".conv." not in name and leaf != "bias"
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.embed(x)
+        for block in self.blocks:
+            h = block(h)
+        return self.readout(self.post_norm(h[:, -1]))
+
+    def describe(self) -> str:
+        c = self.config
+        slstm = f"sLSTM at {c['slstm_at']}" if c["slstm_at"] >= 0 else "mLSTM only"
+        return (f"xlstm D {c['d_model']}, NH {c['heads']}, Di {c['inner']}, {c['blocks']} "
+                f"blocks ({slstm}), FFN {c['ffn']}, parallel mLSTM cell, "
+                f"{self.parameter_count()} parameters")
+
+
+# --------------------------------------------------------------------------------------------
 # TFT (MODELS.md section 3): pytorch-forecasting's module layout without statics (no context
 # vectors, zero initial LSTM state), dropout 0, one LSTM layer, every step an encoder step and the
 # last step the query; a quantile head trained with the pinball loss (``training_loss``).
@@ -675,6 +896,7 @@ MODELS: dict[str, type[SupervisedModel]] = {
     Cfc.name: Cfc,
     Tlob.name: Tlob,
     Diffusion.name: Diffusion,
+    Xlstm.name: Xlstm,
     Tft.name: Tft,
 }
 """The registry: name (as resident's model registry spells it) -> model class."""

@@ -1,7 +1,8 @@
 """The run report's supervised-models section: for each model, resident's graph-replayed train
 step against the host-fed step and the same model written plainly in PyTorch (eager and
-compiled, bench/pytorch/supervised_models.py), resident's epoch against the host-fed epoch, and
-the peak device memory each row reports.
+compiled, bench/pytorch/supervised_models.py), resident's epoch against the host-fed epoch, a
+sampling model's forecast sampler against PyTorch's, and the peak device memory each row
+reports.
 
 A row the run lacks is shown as not measured with the reason the run records: an errored row's
 message, or the PyTorch script's notes in the context (``pytorch_skipped``: no PyTorch row at
@@ -14,7 +15,8 @@ from .stats import RunSummary, Summary
 from .tables import markdown_table
 from .units import format_bytes, format_duration, format_percent
 
-STEP_GROUP, EPOCH_GROUP = "supervised_step", "supervised_epoch"
+STEP_GROUP, EPOCH_GROUP, SAMPLE_GROUP = "supervised_step", "supervised_epoch", "supervised_sample"
+GROUPS = (STEP_GROUP, EPOCH_GROUP, SAMPLE_GROUP)
 RESIDENT = "resident"
 PEAK_COUNTER = "peak_device_bytes"
 SKIPPED_NOTE, NOT_MEASURED_NOTE, VERSION_NOTE = (
@@ -30,6 +32,9 @@ _ROWS = (
     ("train step, PyTorch compiled (reduce-overhead)", STEP_GROUP, "pytorch_compile_ro", True),
     ("epoch, resident", EPOCH_GROUP, RESIDENT, False),
     ("epoch, host-fed", EPOCH_GROUP, "host_fed", False),
+    ("sampling a forecast, resident (one graph)", SAMPLE_GROUP, RESIDENT, True),
+    ("sampling a forecast, PyTorch eager", SAMPLE_GROUP, "pytorch_eager", True),
+    ("sampling a forecast, PyTorch compiled", SAMPLE_GROUP, "pytorch_compile", True),
 )
 
 HEADING = "## Supervised models"
@@ -49,9 +54,9 @@ def supervised_section(summary: RunSummary, context: Mapping[str, object]) -> st
         return "\n\n".join([HEADING, NONE_LINE, *([pytorch] if pytorch else [])])
     parts = [HEADING,
              "Medians of the repetitions; spread = (max − min) / median. \"resident vs this "
-             "row\" is this row's median over resident's median of the same kind (train step "
-             "or epoch): how many times faster resident is. Peak device memory is the row's "
-             f"`{PEAK_COUNTER}` counter (PyTorch: torch.cuda.max_memory_allocated over the "
+             "row\" is this row's median over resident's median of the same kind (train step, "
+             "epoch or sampling): how many times faster resident is. Peak device memory is the "
+             f"row's `{PEAK_COUNTER}` counter (PyTorch: torch.cuda.max_memory_allocated over the "
              "timed steps).", *([pytorch] if pytorch else [])]
     parts += [_model_table(model, summary, context) for model in models]
     return "\n\n".join(parts)
@@ -64,7 +69,7 @@ def _models(summary: RunSummary, context: Mapping[str, object]) -> list[str]:
     for key in keys:
         group, _, rest = key.partition("/")
         param = rest.partition("/")[2]
-        if group in (STEP_GROUP, EPOCH_GROUP) and param.startswith("model:"):
+        if group in GROUPS and param.startswith("model:"):
             models.setdefault(param.removeprefix("model:"), None)
     return list(models)
 
@@ -81,7 +86,7 @@ def _pytorch_line(context: Mapping[str, object]) -> str:
 
 def _model_table(model: str, summary: RunSummary, context: Mapping[str, object]) -> str:
     references = {group: summary.measured.get(row_key(group, RESIDENT, model))
-                  for group in (STEP_GROUP, EPOCH_GROUP)}
+                  for group in GROUPS}
     rows = []
     for label, group, variant, optional in _ROWS:
         key = row_key(group, variant, model)

@@ -13,8 +13,8 @@ from conftest import REPO
 
 torch = pytest.importorskip("torch")
 sys.path.insert(0, str(REPO / "bench" / "pytorch"))
-from models import (MODELS, Cfc, Kan, KanLinear, Mamba2, segment_sums,  # noqa: E402
-                    ssd_single_chunk)
+from models import (MODELS, Cfc, Kan, KanLinear, Mamba2, Xlstm,  # noqa: E402
+                    segment_sums, ssd_single_chunk)
 
 from resident_reports.loader import load_run  # noqa: E402
 from resident_reports.stats import summarize_run  # noqa: E402
@@ -27,7 +27,7 @@ the classifier tlob's: test_pytorch_tlob)."""
 
 
 def test_the_registry_names_the_resident_models():
-    assert set(MODELS) == {"kan", "mamba2", "cfc", "diffusion", "tlob", "tft"}
+    assert set(MODELS) == {"kan", "mamba2", "cfc", "diffusion", "tlob", "xlstm", "tft"}
     assert all(cls.name == name for name, cls in MODELS.items())
 
 
@@ -122,6 +122,9 @@ def tiny(name: str):
         return Kan(window=2, features=3, outputs=2, hidden=(3,)).double()
     if name == "cfc":
         return Cfc(window=5, features=2, outputs=2, hidden=3, units=4).double()
+    if name == "xlstm":
+        return Xlstm(window=5, features=2, outputs=2, d_model=4, heads=2, blocks=2,
+                     inner=8, ffn=4).double()
     return Mamba2(window=5, features=2, outputs=2, d_model=4, n_layers=2, expand=2, headdim=4,
                   d_state=2, d_conv=4).double()
 

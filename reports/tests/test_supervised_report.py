@@ -12,8 +12,8 @@ from conftest import REPO, gb_document, gb_row, run_script
 
 from resident_reports.loader import load_run
 from resident_reports.stats import summarize_run
-from resident_reports.supervised import (EPOCH_GROUP, NONE_LINE, STEP_GROUP, row_key,
-                                         supervised_section)
+from resident_reports.supervised import (EPOCH_GROUP, NONE_LINE, SAMPLE_GROUP, STEP_GROUP,
+                                         row_key, supervised_section)
 from resident_reports.targets import MET, MISSED, evaluate, load_targets
 
 SCRIPT = REPO / "bench" / "pytorch" / "supervised_models.py"
@@ -177,6 +177,23 @@ def test_the_supervised_targets_met_and_missed(write_json, tmp_path):
     assert "| 31 | KAN epoch speedup over host-fed | >= 3.00x | 4.00x | met |" in summary
 
 
+def test_a_sampling_model_shows_its_sampler_rows_and_others_do_not(write_json, tmp_path):
+    document = gb_document([
+        *rows(STEP_GROUP, "resident", "diffusion", [200, 210, 220]),
+        *rows(SAMPLE_GROUP, "resident", "diffusion", [9, 10, 11], "ms"),
+        *rows(SAMPLE_GROUP, "pytorch_eager", "diffusion", [300, 310, 330], "ms"),
+        *rows(STEP_GROUP, "resident", "kan", [300, 310, 320]),
+    ])
+    summary = render(write_json, tmp_path, document)
+    diffusion = summary.split("### diffusion", 1)[1].split("###", 1)[0]
+    assert "| sampling a forecast, resident (one graph) | 10 ms |" in diffusion
+    assert "| sampling a forecast, PyTorch eager | 310 ms |" in diffusion
+    assert "31.00× faster" in diffusion
+    assert "sampling a forecast, PyTorch compiled" not in diffusion  # optional, not measured
+    kan = summary.split("### kan", 1)[1]
+    assert "sampling" not in kan
+
+
 def test_the_names_agree_between_script_targets_and_report():
     script = load_script()
     assert script.row_key("kan", "eager") == row_key(STEP_GROUP, "pytorch_eager", "kan")
@@ -184,6 +201,9 @@ def test_the_names_agree_between_script_targets_and_report():
     assert script.PEAK_COUNTER == "peak_device_bytes"
     keys = {key for t in load_targets(REPO / "reports" / "targets.json")
             for key in t.benchmarks() if key.startswith("supervised_")}
+    samples = {key for key in keys if key.startswith(SAMPLE_GROUP + "/")}
+    assert samples == {row_key(SAMPLE_GROUP, "resident", "diffusion")}
+    keys -= samples
     models = {key.rsplit("model:", 1)[1] for key in keys}
     assert {"kan", "mamba2"} <= models
     assert keys == {row_key(group, variant, model) for model in models
