@@ -1,28 +1,37 @@
 // resident-train: trains one agent or one supervised time-series model on the GPU and prints
 // its progress, e.g.
-//   resident-train dqn-cartpole --seed 3 --lr 2.5e-4
+//   resident-train dqn-cartpole --seed 3 --lr 2.5e-4 --log runs/dqn-3.jsonl
 //   resident-train ppo-cartpole --seed 1 --env-steps 1000000
 //   resident-train kan --synthetic --epochs 20
 //   resident-train mamba2 --csv prices.csv --target-columns close --checkpoint ckpt --resume
 // RL tasks stop when the mean return of the last 100 episodes reaches --target (default 475), or
 // when --env-steps are spent. A model trains until --epochs or early stopping (--patience), then
-// keeps its best validation epoch's parameters. Exit status: 0 when the target was reached (RL)
-// or training finished (models), 3 when an RL target was not reached, 2 on bad usage, 1 on an
-// error (the trainer's message, naming the value and its allowed range).
+// keeps its best validation epoch's parameters. `--log FILE` writes a header record and one JSON
+// line per progress line (reports/curves draws them), each flushed as it is written.
+// Exit status: 0 when the target was reached (RL) or training finished (models), 3 when an RL
+// target was not reached, 2 on bad usage (a bad option or a config value out of its range: one
+// line naming it, and the usage text), 4 when no NVIDIA GPU is usable (one line with the CUDA
+// runtime's reason), 1 on any other error (the data, a file, the GPU run).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <deque>
 #include <exception>
 #include <filesystem>
-#include <set>
 #include <map>
+#include <memory>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include <cuda_runtime_api.h>
+
+#include "kernels/core/error.h"
+#include "lib/core/jsonl_log.h"
 #include "lib/data/series_dataset.h"
 #include "lib/models/model_registry.h"
 #include "lib/models/supervised_trainer.h"
@@ -53,6 +62,10 @@ options (defaults are the task's tested learning config)
   --target-period N  gradient steps between target updates
   --epsilon-steps N  env steps over which epsilon decays from 1 to 0.01
   --replay N         replay capacity (transitions)
+  --log FILE         write the learning curve as JSON lines: a header (task, config, commit),
+                     then one record per progress line (env steps, episodes, last-100 mean
+                     return, loss, wall seconds), each flushed as written; a MODEL writes one
+                     record per epoch (losses, windows/s, wall seconds), appended with --resume
   -h, --help         this text
 )";
 
@@ -93,8 +106,151 @@ std::string usage_text() {
          joined(resident::models::supervised_model_names()) + "\n";
 }
 
+// Bad usage: main prints "resident-train: <message>" and the usage text, exit 2.
 struct Usage {
   std::string message;
+};
+
+// No usable GPU: main prints one line with `reason` (the CUDA runtime's), exit 4.
+struct NoGpu {
+  std::string reason;
+};
+
+constexpr int kExitNoGpu = 4;
+
+using Options = std::map<std::string, std::string>;
+
+// The options a task or model takes: `valued` ones are followed by their value, `switches`
+// stand alone. Anything else is named as unknown before its value is looked at; an option given
+// twice is refused rather than the later one silently winning.
+struct OptionSpec {
+  std::set<std::string> valued;
+  std::set<std::string> switches;
+};
+
+Options parse_options(const std::vector<std::string>& args, const OptionSpec& spec,
+                      const std::string& who) {
+  Options o;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a.rfind("--", 0) != 0) throw Usage{"expected an option, got '" + a + "'"};
+    const bool valued = spec.valued.count(a) != 0;
+    if (!valued && spec.switches.count(a) == 0) throw Usage{"unknown option " + a + " for " + who};
+    if (o.count(a) != 0) throw Usage{a + " given twice"};
+    if (!valued) {
+      o[a] = "";
+      continue;
+    }
+    if (i + 1 >= args.size()) throw Usage{a + " needs a value"};
+    o[a] = args[++i];
+  }
+  return o;
+}
+
+// A config's validate() reports "<field> = <value>, allowed <range>" inside a resident::Error;
+// for a value given on the command line that is bad usage, so it is rethrown as Usage carrying
+// only that text (no source location: the user's fix is the value, not the code).
+template <class Config>
+void validate_as_usage(const Config& config, const std::string& who) {
+  try {
+    validate(config);
+  } catch (const resident::Error& e) {
+    const std::string what = e.what();
+    const std::string head = e.call() + " failed with " + e.error_name() + " (";
+    const std::string tail = ") at " + e.file() + ":" + std::to_string(e.line());
+    const bool framed = what.size() >= head.size() + tail.size() && what.rfind(head, 0) == 0 &&
+                        what.compare(what.size() - tail.size(), tail.size(), tail) == 0;
+    throw Usage{"invalid " + who + " config: " +
+                (framed ? what.substr(head.size(), what.size() - head.size() - tail.size())
+                        : e.error_name())};
+  }
+}
+
+// Throws NoGpu unless the CUDA runtime sees at least one device. Called after the options and
+// the data are checked and before anything is built on the GPU, so a machine without one gets a
+// plain line instead of the first failed CUDA call of some constructor.
+void require_gpu() {
+  int devices = 0;
+  const cudaError_t status = cudaGetDeviceCount(&devices);
+  if (status == cudaSuccess && devices > 0) return;
+  // Without the kernel module the runtime reports an "insufficient" driver, which reads as if
+  // an old driver were there; say which case it is.
+  const bool module = std::filesystem::exists("/proc/driver/nvidia/version");
+  std::string reason = module ? "" : "no NVIDIA driver loaded; ";
+  if (status != cudaSuccess)
+    reason += std::string("cudaGetDeviceCount: ") + cudaGetErrorName(status) + ", " +
+              cudaGetErrorString(status);
+  else
+    reason += "cudaGetDeviceCount found 0 devices";
+  if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES"); visible != nullptr)
+    reason += std::string("; CUDA_VISIBLE_DEVICES=\"") + visible + "\"";
+  throw NoGpu{reason};
+}
+
+// The commit of the source tree: $RESIDENT_GIT_COMMIT when set (a copy of the tree without .git),
+// else asked of git ("-dirty" when tracked files differ), else "unknown".
+std::string git_commit() {
+  if (const char* commit = std::getenv("RESIDENT_GIT_COMMIT"); commit != nullptr && commit[0])
+    return commit;
+  const std::string git = std::string("git -C '") + RESIDENT_SOURCE_DIR + "' ";
+  std::string out;
+  if (FILE* pipe = ::popen((git + "rev-parse --short=12 HEAD 2>/dev/null").c_str(), "r")) {
+    char buffer[64] = {};
+    if (std::fgets(buffer, sizeof buffer, pipe) != nullptr) out = buffer;
+    ::pclose(pipe);
+  }
+  while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
+  if (out.empty()) return "unknown";
+  if (FILE* pipe =
+          ::popen((git + "status --porcelain --untracked-files=no 2>/dev/null").c_str(), "r")) {
+    if (std::fgetc(pipe) != EOF) out += "-dirty";
+    ::pclose(pipe);
+  }
+  return out;
+}
+
+std::string utc_now() {
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  ::gmtime_r(&now, &utc);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &utc);
+  return text;
+}
+
+std::string widths_text(const std::vector<std::size_t>& widths) {
+  std::string out;
+  for (const std::size_t w : widths) out += (out.empty() ? "" : ",") + std::to_string(w);
+  return out;
+}
+
+// The --log file of a run, or nothing without --log. Opened before the GPU check (a bad path is
+// reported first); the header is written once the run is about to start.
+class RunLog {
+ public:
+  RunLog(const Options& o, bool append) {
+    if (const auto it = o.find("--log"); it != o.end())
+      log_ = std::make_unique<resident::JsonlLog>(it->second,
+                                                  append ? resident::JsonlLog::Mode::Append
+                                                         : resident::JsonlLog::Mode::Truncate);
+  }
+  // {"record": "header", "format": 1, "kind", "task", "seed", "commit", "started_utc",
+  //  "command", "config": {...}}
+  void header(const std::string& kind, const std::string& task, std::uint64_t seed,
+              const std::string& command, const resident::JsonRecord& config) {
+    if (!log_) return;
+    resident::JsonRecord r;
+    r.add("record", "header").add("format", 1).add("kind", kind).add("task", task)
+        .add("seed", seed).add("commit", git_commit()).add("started_utc", utc_now())
+        .add("command", command).add("config", config);
+    log_->write(r);
+  }
+  void write(const resident::JsonRecord& record) {
+    if (log_) log_->write(record);
+  }
+
+ private:
+  std::unique_ptr<resident::JsonlLog> log_;
 };
 
 double number(const std::string& flag, const std::string& text) {
@@ -141,10 +297,39 @@ class RecentReturns {
   std::deque<double> returns_;
 };
 
-using Options = std::map<std::string, std::string>;
+const OptionSpec kDqnOptions{{"--seed", "--env-steps", "--target", "--lr", "--envs", "--hidden",
+                               "--batch", "--grad-steps", "--tau", "--target-period",
+                               "--epsilon-steps", "--replay", "--log"},
+                              {}};
+const OptionSpec kPpoOptions{
+    {"--seed", "--env-steps", "--target", "--lr", "--envs", "--hidden", "--log"}, {}};
 
-int train_dqn(const Options& o, double target) {
+double target_of(const Options& o) {
+  const auto it = o.find("--target");
+  return it == o.end() ? 475.0 : number("--target", it->second);
+}
+
+// {"record": "progress", "task", "seed", "env_steps", "episodes", "mean_return_100", "wall_s",
+//  and the task's losses}; mean_return_100 is over the episodes done so far while fewer than 100.
+resident::JsonRecord progress_record(const char* task, std::uint64_t seed, std::uint64_t env_steps,
+                                     std::uint64_t episodes, double mean_return, double seconds) {
+  resident::JsonRecord r;
+  r.add("record", "progress").add("task", task).add("seed", seed).add("env_steps", env_steps)
+      .add("episodes", episodes).add("mean_return_100", mean_return).add("wall_s", seconds);
+  return r;
+}
+
+resident::JsonRecord end_record(const char* task, std::uint64_t seed, bool reached, double target,
+                                std::uint64_t env_steps, double seconds) {
+  resident::JsonRecord r;
+  r.add("record", "end").add("task", task).add("seed", seed).add("reached", reached)
+      .add("target", target).add("env_steps", env_steps).add("wall_s", seconds);
+  return r;
+}
+
+int train_dqn(const Options& o, const std::string& command) {
   using namespace resident::dqn;
+  const double target = target_of(o);
   DqnConfig c = cartpole_learning_config();  // the config the learning tests hold to
   c.seed = 1;
   std::size_t budget = 500000;
@@ -160,8 +345,19 @@ int train_dqn(const Options& o, double target) {
     else if (flag == "--target-period") c.target_update_period = count(flag, value);
     else if (flag == "--epsilon-steps") c.epsilon.decay_env_steps = count(flag, value);
     else if (flag == "--replay") c.replay_capacity = count(flag, value);
-    else if (flag != "--target") throw Usage{"unknown option " + flag + " for dqn-cartpole"};
   }
+  validate_as_usage(c, "dqn-cartpole");
+  RunLog log(o, false);
+  require_gpu();
+  resident::JsonRecord config;
+  config.add("env_steps_budget", budget).add("target", target).add("env_count", c.env_count)
+      .add("hidden", widths_text(c.hidden)).add("lr", c.adamw.lr).add("batch", c.batch)
+      .add("gradient_steps_per_env_step", c.gradient_steps_per_env_step).add("tau", c.tau)
+      .add("target_update_period", c.target_update_period)
+      .add("epsilon_decay_env_steps", c.epsilon.decay_env_steps)
+      .add("replay_capacity", c.replay_capacity).add("gamma", c.gamma)
+      .add("learning_starts", c.learning_starts).add("steps_per_epoch", c.steps_per_epoch);
+  log.header("rl", "dqn-cartpole", c.seed, command, config);
   DqnTrainer trainer(c);
   const auto start = std::chrono::steady_clock::now();
   while (true) {
@@ -170,23 +366,32 @@ int train_dqn(const Options& o, double target) {
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const bool reached = m.episodes >= 100 && m.mean_recent_return >= target;
     const bool spent = m.env_steps >= budget;
-    if (m.epoch % 10 == 0 || reached || spent)
-      std::printf("dqn seed %llu: %8llu env steps, %7llu gradient steps, %5u episodes, last-100 mean "
-                  "%6.1f, loss %.4g, %.1f s\n",
-                  static_cast<unsigned long long>(c.seed), static_cast<unsigned long long>(m.env_steps),
-                  static_cast<unsigned long long>(m.gradient_steps), m.episodes, m.mean_recent_return,
-                  m.mean_loss, seconds);
+    if (m.epoch % 10 == 0 || reached || spent) {
+      std::printf("dqn seed %llu: %8llu env steps, %7llu gradient steps, %5u episodes, last-100 "
+                  "mean %6.1f, loss %.4g, %.1f s\n",
+                  static_cast<unsigned long long>(c.seed),
+                  static_cast<unsigned long long>(m.env_steps),
+                  static_cast<unsigned long long>(m.gradient_steps), m.episodes,
+                  m.mean_recent_return, m.mean_loss, seconds);
+      std::fflush(stdout);
+      log.write(progress_record("dqn-cartpole", c.seed, m.env_steps, m.episodes,
+                                m.mean_recent_return, seconds)
+                    .add("gradient_steps", m.gradient_steps)
+                    .add("loss", m.mean_loss));
+    }
     if (reached || spent) {
-      std::printf("dqn seed %llu: %s %.0f at %llu env steps\n", static_cast<unsigned long long>(c.seed),
-                  reached ? "reached" : "did NOT reach", target,
-                  static_cast<unsigned long long>(m.env_steps));
+      std::printf("dqn seed %llu: %s %.0f at %llu env steps\n",
+                  static_cast<unsigned long long>(c.seed), reached ? "reached" : "did NOT reach",
+                  target, static_cast<unsigned long long>(m.env_steps));
+      log.write(end_record("dqn-cartpole", c.seed, reached, target, m.env_steps, seconds));
       return reached ? 0 : 3;
     }
   }
 }
 
-int train_ppo(const Options& o, double target) {
+int train_ppo(const Options& o, const std::string& command) {
   using namespace resident::ppo;
+  const double target = target_of(o);
   PpoConfig c;  // CleanRL's CartPole setting (tests/rl/ppo/ppo_trainer_test.cu)
   std::size_t budget = 1000000;
   for (const auto& [flag, value] : o) {
@@ -195,36 +400,54 @@ int train_ppo(const Options& o, double target) {
     else if (flag == "--lr") c.learning_rate = number(flag, value);
     else if (flag == "--envs") c.env_count = count(flag, value);
     else if (flag == "--hidden") c.hidden = widths(flag, value);
-    else if (flag != "--target") throw Usage{"unknown option " + flag + " for ppo-cartpole"};
   }
   const std::size_t per_update = c.env_count * c.rollout_steps;
   c.total_updates = std::max<std::size_t>(budget / std::max<std::size_t>(per_update, 1), 1);
+  validate_as_usage(c, "ppo-cartpole");
+  RunLog log(o, false);
+  require_gpu();
+  resident::JsonRecord config;
+  config.add("env_steps_budget", budget).add("target", target).add("env_count", c.env_count)
+      .add("hidden", widths_text(c.hidden)).add("lr", c.learning_rate)
+      .add("rollout_steps", c.rollout_steps).add("epochs", c.epochs)
+      .add("minibatches", c.minibatches).add("total_updates", c.total_updates)
+      .add("gamma", c.gamma).add("gae_lambda", c.gae_lambda).add("clip_coef", c.clip_coef)
+      .add("entropy_coef", c.entropy_coef).add("value_coef", c.value_coef);
+  log.header("rl", "ppo-cartpole", c.seed, command, config);
   CartPoleVectorEnv env(c.env_count);
   PpoTrainer trainer(c, env);
   RecentReturns recent(100);
+  std::uint64_t episodes = 0;
   const auto start = std::chrono::steady_clock::now();
   for (std::size_t u = 0; u < c.total_updates; ++u) {
     const PpoUpdateResult r = trainer.train_update();
     if (r.episodes > 0) recent.add(r.mean_episode_return, r.episodes);
+    episodes += r.episodes;
     const std::size_t steps = (u + 1) * per_update;
     const bool reached = recent.full() && recent.mean() >= target;
     const bool last = u + 1 == c.total_updates;
-    if (u % 50 == 0 || reached || last)
-      std::printf("ppo seed %llu: %8zu env steps, last-100 mean %6.1f, policy loss %+.4f, value loss "
-                  "%.4f, %.1f s\n",
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (u % 50 == 0 || reached || last) {
+      std::printf("ppo seed %llu: %8zu env steps, last-100 mean %6.1f, policy loss %+.4f, value "
+                  "loss %.4f, %.1f s\n",
                   static_cast<unsigned long long>(c.seed), steps, recent.mean(), r.policy_loss,
-                  r.value_loss,
-                  std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+                  r.value_loss, seconds);
+      std::fflush(stdout);
+      log.write(progress_record("ppo-cartpole", c.seed, steps, episodes, recent.mean(), seconds)
+                    .add("policy_loss", r.policy_loss)
+                    .add("value_loss", r.value_loss));
+    }
     if (reached || last) {
-      std::printf("ppo seed %llu: %s %.0f at %zu env steps\n", static_cast<unsigned long long>(c.seed),
-                  reached ? "reached" : "did NOT reach", target, steps);
+      std::printf("ppo seed %llu: %s %.0f at %zu env steps\n",
+                  static_cast<unsigned long long>(c.seed), reached ? "reached" : "did NOT reach",
+                  target, steps);
+      log.write(end_record("ppo-cartpole", c.seed, reached, target, steps, seconds));
       return reached ? 0 : 3;
     }
   }
   return 3;
 }
-
-
 std::vector<std::string> names(const std::string& flag, const std::string& text) {
   std::vector<std::string> out;
   std::stringstream in(text);
@@ -236,30 +459,23 @@ std::vector<std::string> names(const std::string& flag, const std::string& text)
 }
 
 // A supervised model on a synthetic or CSV series: progress per epoch, the best epoch kept.
-int train_model(const std::string& model, const std::vector<std::string>& args) {
+int train_model(const std::string& model, const std::vector<std::string>& args,
+                const std::string& command) {
   using namespace resident;
   using namespace resident::models;
-  static const std::set<std::string> kFlags = {"--synthetic", "--resume", "--host-fed"};
-  Options o;
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a.rfind("--", 0) != 0) throw Usage{"expected an option, got '" + a + "'"};
-    if (kFlags.count(a) != 0) {
-      o[a] = "";
-      continue;
-    }
-    if (i + 1 >= args.size()) throw Usage{a + " needs a value"};
-    o[a] = args[++i];
-  }
+  static const OptionSpec kSpec{
+      {"--steps", "--csv", "--target-columns", "--feature-columns", "--price-column",
+       "--date-column", "--epochs", "--patience", "--batch", "--window", "--horizon",
+       "--validation-fraction", "--seed", "--lr", "--trend-threshold", "--checkpoint", "--log"},
+      {"--synthetic", "--resume", "--host-fed"}};
+  const Options o = parse_options(args, kSpec, "model " + model);
   SupervisedTrainerConfig c;
   c.seed = 1;
   data::SyntheticSeriesConfig synthetic;
   data::CsvSeriesOptions csv;
   std::filesystem::path checkpoint_dir;
   for (const auto& [flag, value] : o) {
-    if (flag == "--synthetic" || flag == "--resume" || flag == "--host-fed" || flag == "--csv") {
-      // handled below
-    } else if (flag == "--steps") synthetic.steps = count(flag, value);
+    if (flag == "--steps") synthetic.steps = count(flag, value);
     else if (flag == "--target-columns") csv.target_columns = names(flag, value);
     else if (flag == "--feature-columns") csv.feature_columns = names(flag, value);
     else if (flag == "--price-column") csv.price_column = value;
@@ -274,7 +490,6 @@ int train_model(const std::string& model, const std::vector<std::string>& args) 
     else if (flag == "--lr") c.adamw.lr = number(flag, value);
     else if (flag == "--trend-threshold") c.trend_threshold = number(flag, value);
     else if (flag == "--checkpoint") checkpoint_dir = value;
-    else throw Usage{"unknown option " + flag + " for model " + model};
   }
   const bool use_csv = o.count("--csv") != 0, use_synthetic = o.count("--synthetic") != 0;
   if (use_csv == use_synthetic) throw Usage{"give exactly one of --synthetic and --csv FILE"};
@@ -286,7 +501,7 @@ int train_model(const std::string& model, const std::vector<std::string>& args) 
   const bool resume = o.count("--resume") != 0;
   if (resume && checkpoint_dir.empty()) throw Usage{"--resume needs --checkpoint DIR"};
   if (o.count("--host-fed")) c.pipeline = TrainerPipeline::HostFed;
-  validate(c);  // a value out of range: exit 1 with the field, its value and the allowed range
+  validate_as_usage(c, "model " + model);
 
   synthetic.seed = c.seed;
   data::HostSeries series;
@@ -303,6 +518,8 @@ int train_model(const std::string& model, const std::vector<std::string>& args) 
     throw resident::Error("resident-train", "no checkpoint",
                           "--resume: " + checkpoint.string() + " does not exist", __FILE__,
                           __LINE__);
+  RunLog log(o, resume);
+  require_gpu();
   if (!checkpoint_dir.empty()) std::filesystem::create_directories(checkpoint_dir);
 
   Stream setup_stream;
@@ -322,8 +539,31 @@ int train_model(const std::string& model, const std::vector<std::string>& args) 
     std::printf("%s: resumed from %s after epoch %zu\n", model.c_str(), checkpoint.c_str(),
                 trainer->epochs_done());
   }
+  JsonRecord config;
+  config.add("model", trainer->model().describe()).add("pipeline", pipeline_name(c.pipeline))
+      .add("data", use_csv ? "csv" : "synthetic");
+  if (use_csv) config.add("csv", o.at("--csv")).add("target_columns", o.at("--target-columns"));
+  else config.add("synthetic_steps", synthetic.steps);
+  config.add("epochs", c.epochs).add("patience", c.patience).add("batch", c.batch)
+      .add("window", c.window).add("horizon", c.horizon)
+      .add("validation_fraction", c.validation_fraction).add("lr", c.adamw.lr)
+      .add("steps_per_epoch", trainer->steps_per_epoch())
+      .add("resumed_after_epoch", trainer->epochs_done());
+  log.header("supervised", model, c.seed, command, config);
+  const auto start = std::chrono::steady_clock::now();
   while (!trainer->stopped() && trainer->epochs_done() < c.epochs) {
     const EpochResult r = trainer->train_epoch();
+    JsonRecord record;
+    record.add("record", "epoch").add("task", model).add("seed", c.seed).add("epoch", r.epoch)
+        .add("train_loss", r.train_loss).add("validation_loss", r.validation_loss)
+        .add("best", r.improved).add("windows_per_second", r.windows_per_second)
+        .add("epoch_s", r.seconds)
+        .add("wall_s",
+             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    if (trainer->classifies())
+      record.add("validation_accuracy", r.validation_accuracy)
+          .add("validation_macro_f1", r.validation_macro_f1);
+    log.write(record);
     std::printf("%s epoch %zu: train loss %.6f, validation loss %.6f%s, %.0f windows/s, %.2f s\n",
                 model.c_str(), r.epoch, r.train_loss, r.validation_loss,
                 r.improved ? " (best)" : "", r.windows_per_second, r.seconds);
@@ -337,6 +577,13 @@ int train_model(const std::string& model, const std::vector<std::string>& args) 
   std::printf("%s: %s after epoch %zu; best validation loss %.6f at epoch %zu (parameters kept)\n",
               model.c_str(), trainer->stopped() ? "early stop" : "done", trainer->epochs_done(),
               trainer->best_validation_loss(), trainer->best_epoch());
+  log.write(JsonRecord()
+                .add("record", "end").add("task", model).add("seed", c.seed)
+                .add("stopped_early", trainer->stopped()).add("epochs_done", trainer->epochs_done())
+                .add("best_epoch", trainer->best_epoch())
+                .add("best_validation_loss", trainer->best_validation_loss())
+                .add("wall_s", std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                                             start).count()));
   return 0;
 }
 }  // namespace
@@ -350,26 +597,27 @@ int main(int argc, char** argv) {
         return 0;
       }
     if (args.empty()) throw Usage{"missing TASK"};
+    std::string command = "resident-train";
+    for (const std::string& a : args) command += " " + a;
     const std::string task = args[0];
     if (task != "dqn-cartpole" && task != "ppo-cartpole") {
       const std::vector<std::string> models = resident::models::supervised_model_names();
       if (std::find(models.begin(), models.end(), task) == models.end())
         throw Usage{"unknown TASK '" + task + "'; tasks: dqn-cartpole, ppo-cartpole; models: " +
                     joined(models)};
-      return train_model(task, std::vector<std::string>(args.begin() + 1, args.end()));
+      return train_model(task, std::vector<std::string>(args.begin() + 1, args.end()), command);
     }
-    Options options;
-    for (std::size_t i = 1; i < args.size(); i += 2) {
-      if (args[i].rfind("--", 0) != 0) throw Usage{"expected an option, got '" + args[i] + "'"};
-      if (i + 1 >= args.size()) throw Usage{args[i] + " needs a value"};
-      options[args[i]] = args[i + 1];
-    }
-    const double target = options.count("--target") ? number("--target", options["--target"]) : 475.0;
-    if (task == "dqn-cartpole") return train_dqn(options, target);
-    return train_ppo(options, target);
+    const Options options = parse_options(std::vector<std::string>(args.begin() + 1, args.end()),
+                                          task == "dqn-cartpole" ? kDqnOptions : kPpoOptions,
+                                          task);
+    if (task == "dqn-cartpole") return train_dqn(options, command);
+    return train_ppo(options, command);
   } catch (const Usage& u) {
     std::fprintf(stderr, "resident-train: %s\n%s", u.message.c_str(), usage_text().c_str());
     return 2;
+  } catch (const NoGpu& g) {
+    std::fprintf(stderr, "resident-train: no NVIDIA GPU found (%s)\n", g.reason.c_str());
+    return kExitNoGpu;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "resident-train: %s\n", e.what());
     return 1;

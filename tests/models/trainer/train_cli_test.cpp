@@ -1,11 +1,16 @@
-// resident-train for the supervised models: bad usage exits 2 naming the problem, errors in the
-// data or the config exit 1 naming the value (CPU, runs in CI); a short synthetic run, its
-// checkpoint and a resume exit 0 with one progress line per epoch (GPU; skips without one).
+// resident-train: bad usage (an unknown or repeated option, a malformed value, a config value out
+// of its range) exits 2 with one line naming the problem and no source location; errors in the
+// data or files exit 1 naming the value; without a GPU every task exits 4 with one plain line
+// (CPU, runs in CI). A short synthetic run, its checkpoint and a resume exit 0 with one progress
+// line per epoch, and the RL tasks' and the model's --log records match their progress lines
+// (GPU; skip without one).
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
 #include <array>
 #include <cstdio>
+#include <fstream>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -34,6 +39,12 @@ CliRun run(const std::string& arguments) {
   return r;
 }
 
+// A "file.cpp:123"-style location, which bad usage must not print.
+bool names_a_source_file(const std::string& text) {
+  static const std::regex location(R"([A-Za-z0-9_/]+\.(cpp|cu|h|cuh):[0-9]+)");
+  return std::regex_search(text, location);
+}
+
 std::string any_model() {
   const std::vector<std::string> names = resident::models::supervised_model_names();
   return names.empty() ? std::string() : names.front();
@@ -58,6 +69,23 @@ TEST(TrainCli, BadUsageExitsTwoNamingTheProblem) {
       {"", "missing TASK"},
       {"no-such-model --synthetic", "unknown TASK 'no-such-model'"},
       {"dqn-cartpole --bogus 1", "unknown option --bogus for dqn-cartpole"},
+      {"dqn-cartpole --bogus", "unknown option --bogus for dqn-cartpole"},
+      {"dqn-cartpole --seed 2 --bogus", "unknown option --bogus for dqn-cartpole"},
+      {"ppo-cartpole --bogus", "unknown option --bogus for ppo-cartpole"},
+      {"ppo-cartpole --tau 0.5", "unknown option --tau for ppo-cartpole"},
+      {"dqn-cartpole --seed", "--seed needs a value"},
+      {"dqn-cartpole --seed 1 --seed 2", "--seed given twice"},
+      {"dqn-cartpole stray", "expected an option, got 'stray'"},
+      {"dqn-cartpole --tau x", "--tau = 'x': not a finite number"},
+      {"dqn-cartpole --hidden 64,-1", "--hidden = -1: expected a whole number"},
+      {"ppo-cartpole --target nan", "--target = 'nan': not a finite number"},
+      // Values the config's validate() refuses: the field, the value and the allowed range.
+      {"dqn-cartpole --tau 2", "invalid dqn-cartpole config: tau = 2, allowed (0, 1]"},
+      {"dqn-cartpole --tau 0", "tau = 0, allowed (0, 1]"},
+      {"dqn-cartpole --batch 0", "batch = 0, allowed [1, 65536]"},
+      {"dqn-cartpole --replay 10", "replay_capacity = 10, allowed [batch, 2^30]"},
+      {"ppo-cartpole --envs 0", "invalid ppo-cartpole config: env_count = 0"},
+      {"ppo-cartpole --lr -1", "invalid ppo-cartpole config: learning_rate = -1"},
   };
   const std::string m = any_model();
   if (!m.empty()) {
@@ -71,6 +99,12 @@ TEST(TrainCli, BadUsageExitsTwoNamingTheProblem) {
     cases.push_back({m + " --synthetic --bogus 3", "unknown option --bogus for model " + m});
     cases.push_back({m + " --synthetic --window", "--window needs a value"});
     cases.push_back({m + " --synthetic stray", "expected an option, got 'stray'"});
+    cases.push_back({m + " --synthetic --bogus", "unknown option --bogus for model " + m});
+    cases.push_back({m + " --synthetic --seed 1 --seed 1", "--seed given twice"});
+    cases.push_back({m + " --synthetic --batch 0",
+                     "invalid model " + m + " config: batch = 0, allowed [1, 65536]"});
+    cases.push_back({m + " --synthetic --validation-fraction 1.5",
+                     "validation_fraction = 1.5, allowed (0, 1)"});
   }
   for (const Case& c : cases) {
     const CliRun r = run(c.arguments);
@@ -78,11 +112,12 @@ TEST(TrainCli, BadUsageExitsTwoNamingTheProblem) {
     EXPECT_NE(r.output.find(c.message), std::string::npos)
         << c.arguments << ": missing \"" << c.message << "\" in\n"
         << r.output;
+    EXPECT_FALSE(names_a_source_file(r.output)) << c.arguments << "\n" << r.output;
   }
   if (m.empty()) GTEST_SKIP() << "no supervised model is registered: only the generic cases ran";
 }
 
-TEST(TrainCli, DataAndConfigErrorsExitOneNamingTheValue) {
+TEST(TrainCli, DataAndFileErrorsExitOneNamingTheValue) {
   const std::string m = any_model();
   if (m.empty()) GTEST_SKIP() << "no supervised model is registered";
   const resident::test::TempDir dir("train_cli");
@@ -95,14 +130,16 @@ TEST(TrainCli, DataAndConfigErrorsExitOneNamingTheValue) {
     std::string arguments, message;
   };
   const std::vector<Case> cases = {
-      {m + " --synthetic --batch 0", "batch = 0, allowed [1, 65536]"},
-      {m + " --synthetic --validation-fraction 1.5", "validation_fraction = 1.5, allowed (0, 1)"},
       {m + " --csv /no/such/file.csv --target-columns close", "cannot open file"},
       {m + " --csv " + (dir / "p.csv").string() + " --target-columns price",
        "no column named \"price\" (target_columns)"},
       {m + " --synthetic --steps 100 --window 200", "window longer than the series"},
       {m + " --synthetic --checkpoint " + (dir / "none").string() + " --resume",
        "trainer.ckpt does not exist"},
+      {m + " --synthetic --log " + (dir / "no" / "x.jsonl").string(),
+       (dir / "no" / "x.jsonl").string() + ": No such file or directory"},
+      {"dqn-cartpole --log " + (dir / "no" / "x.jsonl").string(),
+       (dir / "no" / "x.jsonl").string() + ": No such file or directory"},
   };
   for (const Case& c : cases) {
     const CliRun r = run(c.arguments);
@@ -111,6 +148,34 @@ TEST(TrainCli, DataAndConfigErrorsExitOneNamingTheValue) {
         << c.arguments << ": missing \"" << c.message << "\" in\n"
         << r.output;
   }
+}
+
+TEST(TrainCli, WithoutAGpuEachTaskPrintsOnePlainLine) {
+  std::string reason;
+  if (resident::test::gpu_available(&reason)) GTEST_SKIP() << "a GPU is present";
+  std::vector<std::string> runs = {"dqn-cartpole", "ppo-cartpole --seed 2"};
+  for (const std::string& m : resident::models::supervised_model_names())
+    runs.push_back(m + " --synthetic --steps 2000 --window 16");
+  for (const std::string& arguments : runs) {
+    const CliRun r = run(arguments);
+    EXPECT_EQ(r.status, 4) << arguments << "\n" << r.output;
+    EXPECT_EQ(r.output.rfind("resident-train: no NVIDIA GPU found (", 0), 0u)
+        << arguments << "\n" << r.output;
+    EXPECT_EQ(r.output.find('\n'), r.output.size() - 1) << arguments << ": one line\n"
+                                                        << r.output;
+    EXPECT_FALSE(names_a_source_file(r.output)) << arguments << "\n" << r.output;
+  }
+}
+
+std::vector<std::string> lines_of(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+bool has(const std::string& line, const std::string& part) {
+  return line.find(part) != std::string::npos;
 }
 
 std::size_t count_of(const std::string& text, const std::string& part) {
@@ -125,7 +190,7 @@ TEST(TrainCli, ShortSyntheticRunCheckpointAndResume) {
   if (m.empty()) GTEST_SKIP() << "no supervised model is registered";
   const resident::test::TempDir dir("train_cli");
   const std::string common = m + " --synthetic --steps 3000 --window 32 --batch 32 --checkpoint " +
-                             (dir / "ckpt").string();
+                             (dir / "ckpt").string() + " --log " + (dir / "log.jsonl").string();
   CliRun r = run(common + " --epochs 2");
   std::printf("%s", r.output.c_str());
   EXPECT_EQ(r.status, 0) << r.output;
@@ -137,9 +202,58 @@ TEST(TrainCli, ShortSyntheticRunCheckpointAndResume) {
   EXPECT_NE(r.output.find("resumed from"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find(m + " epoch 3:"), std::string::npos) << r.output;
   EXPECT_EQ(count_of(r.output, m + " epoch "), 1u) << r.output;
+  // The log: the first run's header, 2 epochs and end, then (appended by --resume) a header
+  // that says where it resumed, epoch 3 and end.
+  const std::vector<std::string> log = lines_of(dir / "log.jsonl");
+  ASSERT_EQ(log.size(), 8u);
+  EXPECT_TRUE(has(log[0], R"("record":"header")") && has(log[0], R"("kind":"supervised")") &&
+              has(log[0], R"("task":")" + m + "\"") && has(log[0], R"("commit":")"))
+      << log[0];
+  EXPECT_TRUE(has(log[1], R"("record":"epoch")") && has(log[1], R"("epoch":1,)") &&
+              has(log[1], R"("validation_loss":)") && has(log[1], R"("windows_per_second":)"))
+      << log[1];
+  EXPECT_TRUE(has(log[2], R"("epoch":2,)")) << log[2];
+  EXPECT_TRUE(has(log[3], R"("record":"end")")) << log[3];
+  EXPECT_TRUE(has(log[4], R"("resumed_after_epoch":2)")) << log[4];
+  EXPECT_TRUE(has(log[5], R"("epoch":3,)")) << log[5];
+  EXPECT_TRUE(has(log[7], R"("record":"end")")) << log[7];
   r = run(common + " --epochs 1 --host-fed");
   EXPECT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("host-fed pipeline"), std::string::npos) << r.output;
+}
+
+// Short RL runs: one log record per progress line between a header and an end record, and the
+// exit status saying whether the target was reached.
+TEST(TrainCli, RlRunsLogTheirProgressLines) {
+  RESIDENT_REQUIRE_GPU();
+  const resident::test::TempDir dir("train_cli");
+  struct Case {
+    std::string arguments, task, progress;
+  };
+  const std::vector<Case> cases = {
+      {"dqn-cartpole --seed 2 --env-steps 32000", "dqn-cartpole", "dqn seed 2: "},
+      {"ppo-cartpole --seed 2 --env-steps 26112", "ppo-cartpole", "ppo seed 2: "},
+  };
+  for (const Case& c : cases) {
+    const std::filesystem::path path = dir / (c.task + ".jsonl");
+    const CliRun r = run(c.arguments + " --log " + path.string());
+    std::printf("%s", r.output.c_str());
+    EXPECT_TRUE(r.status == 0 || r.status == 3) << r.output;
+    const std::vector<std::string> log = lines_of(path);
+    const std::size_t progress = count_of(r.output, " env steps, ");
+    ASSERT_EQ(log.size(), progress + 2) << c.task;
+    EXPECT_TRUE(has(log[0], R"("record":"header")") && has(log[0], R"("kind":"rl")") &&
+                has(log[0], R"("seed":2,)") && has(log[0], R"("config":{)"))
+        << log[0];
+    for (std::size_t i = 1; i + 1 < log.size(); ++i)
+      EXPECT_TRUE(has(log[i], R"("record":"progress","task":")" + c.task) &&
+                  has(log[i], R"("env_steps":)") && has(log[i], R"("mean_return_100":)") &&
+                  has(log[i], R"("wall_s":)"))
+          << log[i];
+    EXPECT_TRUE(has(log.back(), R"("record":"end")") &&
+                has(log.back(), r.status == 0 ? R"("reached":true)" : R"("reached":false)"))
+        << log.back();
+  }
 }
 
 }  // namespace
