@@ -1,13 +1,19 @@
 // resident-audit: audits any CUDA program through the injection library. See kCliHelp.
 #include <cupti.h>
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <limits.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -16,27 +22,74 @@
 #include "audit/contract.h"
 #include "audit/report.h"
 
+// Set by audit/CMakeLists.txt: the install's library directory relative to its bin directory.
+#ifndef RESIDENT_AUDIT_INJECT_FROM_BIN
+#define RESIDENT_AUDIT_INJECT_FROM_BIN "../lib"
+#endif
+#ifndef RESIDENT_VERSION
+#define RESIDENT_VERSION "unknown"
+#endif
+
 namespace {
 
 using namespace resident::audit;
 
-std::string directory_of(const std::string& path) {
-  const std::size_t slash = path.rfind('/');
-  return slash == std::string::npos ? "." : path.substr(0, slash);
-}
-
-std::string executable_directory() {
+// The directory of this executable, symlinks resolved (/proc/self/exe), or nullopt.
+std::optional<std::filesystem::path> executable_directory() {
   char buffer[PATH_MAX];
   const ssize_t n = readlink("/proc/self/exe", buffer, sizeof buffer - 1);
-  if (n <= 0) return ".";
+  if (n <= 0) return std::nullopt;
   buffer[n] = '\0';
-  return directory_of(buffer);
+  return std::filesystem::path(buffer).parent_path();
 }
 
-std::string injection_library() {
-  if (const char* path = std::getenv("RESIDENT_AUDIT_INJECTION"); path != nullptr && path[0] != '\0')
-    return path;
-  return executable_directory() + "/libresident_audit_inject.so";
+struct InjectionLookup {
+  std::optional<std::string> path;  // the first readable candidate
+  std::vector<std::string> tried;   // every candidate, in order
+};
+
+// $RESIDENT_AUDIT_INJECTION alone when set; else next to this executable (a build tree), then in
+// the install's library directory relative to the executable's directory
+// (RESIDENT_AUDIT_INJECT_FROM_BIN, from the install layout), so a moved prefix keeps working.
+InjectionLookup find_injection_library() {
+  InjectionLookup lookup;
+  if (const char* env = std::getenv("RESIDENT_AUDIT_INJECTION"); env != nullptr && env[0] != '\0') {
+    lookup.tried.push_back(std::string(env) + " ($RESIDENT_AUDIT_INJECTION)");
+    if (access(env, R_OK) == 0) lookup.path = env;
+    return lookup;
+  }
+  const std::optional<std::filesystem::path> dir = executable_directory();
+  if (!dir) {
+    lookup.tried.push_back("(cannot read /proc/self/exe)");
+    return lookup;
+  }
+  for (const std::filesystem::path& candidate :
+       {*dir / kInjectionLibraryName,
+        (*dir / RESIDENT_AUDIT_INJECT_FROM_BIN / kInjectionLibraryName).lexically_normal()}) {
+    lookup.tried.push_back(candidate.string());
+    if (!lookup.path && access(candidate.c_str(), R_OK) == 0) lookup.path = candidate.string();
+  }
+  return lookup;
+}
+
+std::string join(const std::vector<std::string>& items, const char* separator) {
+  std::string out;
+  for (const std::string& item : items) out += (out.empty() ? "" : separator) + item;
+  return out;
+}
+
+// Whether PATH can be written, checked without truncating an existing file; leaves no new file.
+bool writable(const std::string& path, std::string& why) {
+  struct stat info {};
+  const bool existed = stat(path.c_str(), &info) == 0;
+  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0666);
+  if (fd < 0) {
+    why = std::strerror(errno);
+    return false;
+  }
+  close(fd);
+  if (!existed) unlink(path.c_str());
+  return true;
 }
 
 // libcupti as loaded by this process: NVTX_INJECTION64_PATH for the program's NVTX ranges.
@@ -47,15 +100,15 @@ std::string cupti_library() {
   return "libcupti.so";
 }
 
-int run_program(const std::vector<std::string>& program, const std::string& report_path,
-                bool sync_stacks) {
+int run_program(const std::vector<std::string>& program, const std::string& injection,
+                const std::string& report_path, bool sync_stacks) {
   const pid_t child = fork();
   if (child < 0) {
     std::perror("resident-audit: fork");
     return -1;
   }
   if (child == 0) {
-    setenv("CUDA_INJECTION64_PATH", injection_library().c_str(), 1);
+    setenv("CUDA_INJECTION64_PATH", injection.c_str(), 1);
     setenv("NVTX_INJECTION64_PATH", cupti_library().c_str(), 1);
     setenv("RESIDENT_AUDIT_OUT", report_path.c_str(), 1);
     if (sync_stacks) setenv("RESIDENT_AUDIT_SYNC_STACKS", "1", 1);
@@ -83,6 +136,22 @@ int audit_main(const std::vector<std::string>& argv) {
     std::fputs(kCliHelp, stdout);
     return kExitOk;
   }
+  if (args.version) {
+    std::printf("resident-audit %s\n", RESIDENT_VERSION);
+    return kExitOk;
+  }
+  const InjectionLookup injection = find_injection_library();
+  if (!injection.path) {
+    std::fprintf(stderr,
+                 "resident-audit: injection library %s not found (tried: %s); set "
+                 "RESIDENT_AUDIT_INJECTION to its path\n",
+                 kInjectionLibraryName, join(injection.tried, ", ").c_str());
+    return kExitUsage;
+  }
+  if (args.print_inject_path) {
+    std::printf("%s\n", injection.path->c_str());
+    return kExitOk;
+  }
   std::vector<TransferContract> contracts;
   if (args.contract_path) {
     try {
@@ -97,9 +166,9 @@ int audit_main(const std::vector<std::string>& argv) {
                  args.program[0].c_str());
     return kExitUsage;
   }
-  if (access(injection_library().c_str(), R_OK) != 0) {
-    std::fprintf(stderr, "resident-audit: injection library %s not found (set RESIDENT_AUDIT_INJECTION)\n",
-                 injection_library().c_str());
+  if (std::string why; args.json_path && !writable(*args.json_path, why)) {
+    std::fprintf(stderr, "resident-audit: cannot write --json %s: %s\n", args.json_path->c_str(),
+                 why.c_str());
     return kExitUsage;
   }
 
@@ -110,7 +179,7 @@ int audit_main(const std::vector<std::string>& argv) {
     return kExitUsage;
   }
   close(fd);
-  const int status = run_program(args.program, report_path, args.sync_stacks);
+  const int status = run_program(args.program, *injection.path, report_path, args.sync_stacks);
   std::stringstream text;
   text << std::ifstream(report_path).rdbuf();
   std::remove(report_path);
@@ -119,12 +188,34 @@ int audit_main(const std::vector<std::string>& argv) {
   std::string program_outcome = "exit status " + std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1);
   if (status >= 0 && WIFSIGNALED(status)) program_outcome = "killed by signal " + std::to_string(WTERMSIG(status));
 
+  // What the injection library leaves (audit/inject.cpp): nothing when CUDA never loaded it,
+  // {"started": true} when the program ended without running its exit handlers, {"error": ...}
+  // when the tracer could not start, else the report.
+  if (text.str().find_first_not_of(" \t\r\n") == std::string::npos) {
+    std::fprintf(stderr,
+                 "resident-audit: the program never initialized CUDA: nothing to audit (%s, %s)\n",
+                 args.program[0].c_str(), program_outcome.c_str());
+    return program_ok ? kExitUsage : kExitProgramFailed;
+  }
   AuditReport report;
   try {
-    report = report_from_json(Json::parse(text.str()));
+    const Json json = Json::parse(text.str());
+    if (const Json* error = json.find("error"); error != nullptr && error->is_string()) {
+      std::fprintf(stderr, "resident-audit: the audit could not start in %s: %s (%s)\n",
+                   args.program[0].c_str(), error->as_string().c_str(), program_outcome.c_str());
+      return kExitUsage;
+    }
+    if (json.find("started") != nullptr) {
+      std::fprintf(stderr,
+                   "resident-audit: %s initialized CUDA but ended without writing the audit "
+                   "report (%s; killed, or exited through _exit)\n",
+                   args.program[0].c_str(), program_outcome.c_str());
+      return program_ok ? kExitUsage : kExitProgramFailed;
+    }
+    report = report_from_json(json);
   } catch (const std::exception& e) {
     std::fprintf(stderr,
-                 "resident-audit: %s wrote no audit report (%s; %s). Did it initialize CUDA?\n",
+                 "resident-audit: %s wrote an unreadable audit report (%s; %s)\n",
                  args.program[0].c_str(), program_outcome.c_str(), e.what());
     return program_ok ? kExitUsage : kExitProgramFailed;
   }

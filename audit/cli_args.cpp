@@ -8,6 +8,7 @@ namespace resident::audit {
 
 const char* const kCliHelp =
     "usage: resident-audit [--contract FILE] [--json OUT] [--sync-stacks] -- PROGRAM [ARGS...]\n"
+    "       resident-audit --print-inject-path | --version | --help\n"
     "\n"
     "Runs PROGRAM with the CUPTI transfer audit injected (CUDA_INJECTION64_PATH) and counts\n"
     "every host<->device copy, memset, synchronization, unified-memory migration and\n"
@@ -21,10 +22,19 @@ const char* const kCliHelp =
     "                   a missing limit is unlimited)\n"
     "  --json OUT       write the report (counters and call sites) as JSON to OUT\n"
     "  --sync-stacks    also record the host call stack of every synchronization\n"
+    "  --print-inject-path  print the injection library this resident-audit uses and exit\n"
+    "  --version        print the version and exit\n"
     "  -h, --help       show this help\n"
     "\n"
+    "The injection library is $RESIDENT_AUDIT_INJECTION when set, else\n"
+    "libresident_audit_inject.so next to this executable (a build tree) or in the install's\n"
+    "library directory (e.g. bin/../lib), found from this executable's own location, so an\n"
+    "installed prefix can be moved.\n"
+    "\n"
     "exit status: 0 within contract (or no contract), 1 contract violated,\n"
-    "             2 bad usage (unknown option, unreadable contract, program not found),\n"
+    "             2 bad usage (unknown option, unreadable contract, program not found,\n"
+    "               --json OUT not writable, injection library missing), or the program\n"
+    "               exited 0 without initializing CUDA (nothing to audit)\n"
     "             3 the program failed (non-zero exit or signal) but the contract held\n";
 
 std::optional<std::string> find_program(const std::string& program) {
@@ -61,8 +71,10 @@ CliParse parse_cli_args(const std::vector<std::string>& argv) {
       args.program.assign(argv.begin() + static_cast<std::ptrdiff_t>(i) + 1, argv.end());
       break;
     }
-    if (arg == "-h" || arg == "--help") {
-      args.help = true;
+    if (arg == "-h" || arg == "--help" || arg == "--version" || arg == "--print-inject-path") {
+      args.help = arg == "-h" || arg == "--help";
+      args.version = arg == "--version";
+      args.print_inject_path = arg == "--print-inject-path";
       result.args = args;
       return result;
     }

@@ -46,6 +46,8 @@ TEST(AuditCliArgs, ParsesOptionsAndProgram) {
   EXPECT_TRUE(p.args->sync_stacks);
   EXPECT_EQ(p.args->program, (std::vector<std::string>{"prog", "--flag-of-prog", "x"}));
   EXPECT_TRUE(parse_cli_args({"--help"}).args->help);
+  EXPECT_TRUE(parse_cli_args({"--version"}).args->version);
+  EXPECT_TRUE(parse_cli_args({"--print-inject-path"}).args->print_inject_path);
 }
 
 TEST(AuditCliArgs, BadInputGetsOneLineErrors) {
@@ -72,6 +74,8 @@ TEST(AuditCli, UsageErrorsExitWithStatus2AndOneLine) {
       {"-- /no/such/program", "program '/no/such/program' not found"},
       {"--contract " + missing_contract + " -- true", "cannot open contract file"},
       {"", "no program given"},
+      {"--json " + ::testing::TempDir() + "no-such-dir/out.json -- true", "cannot write --json"},
+      {"-- true", "the program never initialized CUDA: nothing to audit (true, exit status 0)"},
   };
   for (const Case& c : cases) {
     const CommandResult r = run_command(kCli + " " + c.args);
@@ -79,10 +83,22 @@ TEST(AuditCli, UsageErrorsExitWithStatus2AndOneLine) {
     EXPECT_NE(r.output.find(c.message), std::string::npos) << c.args << "\n" << r.output;
     EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
   }
+  const CommandResult missing =
+      run_command("RESIDENT_AUDIT_INJECTION=/no/such/inject.so " + kCli + " -- true");
+  EXPECT_EQ(missing.exit_code, kExitUsage) << missing.output;
+  EXPECT_NE(missing.output.find("tried: /no/such/inject.so ($RESIDENT_AUDIT_INJECTION)"),
+            std::string::npos)
+      << missing.output;
   const CommandResult help = run_command(kCli + " --help");
   EXPECT_EQ(help.exit_code, 0);
   EXPECT_NE(help.output.find("usage: resident-audit"), std::string::npos);
   EXPECT_NE(help.output.find("exit status"), std::string::npos);
+
+  // The build tree keeps the injection library next to the CLI.
+  const std::string cli_dir = kCli.substr(0, kCli.rfind('/'));
+  const CommandResult inject = run_command(kCli + " --print-inject-path");
+  EXPECT_EQ(inject.exit_code, 0) << inject.output;
+  EXPECT_EQ(inject.output, cli_dir + "/" + kInjectionLibraryName + "\n");
 }
 
 std::string write_file(const std::string& name, const std::string& text) {
