@@ -23,6 +23,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
@@ -31,6 +32,7 @@
 #include <cuda_runtime_api.h>
 
 #include "kernels/core/error.h"
+#include "lib/core/device_info.h"
 #include "lib/core/jsonl_log.h"
 #include "lib/data/series_dataset.h"
 #include "lib/models/model_registry.h"
@@ -234,14 +236,17 @@ class RunLog {
                                                   append ? resident::JsonlLog::Mode::Append
                                                          : resident::JsonlLog::Mode::Truncate);
   }
-  // {"record": "header", "format": 1, "kind", "task", "seed", "commit", "started_utc",
+  // {"record": "header", "format": 1, "kind", "task", "seed", "commit", "started_utc", "gpu",
   //  "command", "config": {...}}
   void header(const std::string& kind, const std::string& task, std::uint64_t seed,
               const std::string& command, const resident::JsonRecord& config) {
     if (!log_) return;
+    std::string reason;
+    const std::optional<resident::DeviceInfo> device = resident::probe_device(&reason);
     resident::JsonRecord r;
     r.add("record", "header").add("format", 1).add("kind", kind).add("task", task)
         .add("seed", seed).add("commit", git_commit()).add("started_utc", utc_now())
+        .add("gpu", device ? device->name : "unknown")
         .add("command", command).add("config", config);
     log_->write(r);
   }
