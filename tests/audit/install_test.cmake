@@ -1,5 +1,5 @@
 # The audit's install, moved (no GPU needed): installs component "audit" of the build tree BUILD
-# into WORK/prefix, renames the prefix to WORK/moved, then checks that
+# into WORK/run-<id>/prefix, renames the prefix to .../moved, then checks that
 #   - moved/bin/resident-audit --help and --version run,
 #   - --print-inject-path finds moved/lib/libresident_audit_inject.so from its own location,
 #   - `-- /bin/true` says plainly that the program never initialized CUDA (exit 2),
@@ -40,6 +40,10 @@ function(expect_run expected_code expected_text)
   endif()
 endfunction()
 
+# A directory of its own under WORK, so that runs in one shared build tree do not collide; removed
+# when the test passes, kept for a look when it fails.
+string(RANDOM LENGTH 8 run_id)
+set(WORK "${WORK}/run-${run_id}")
 file(REMOVE_RECURSE "${WORK}")
 file(MAKE_DIRECTORY "${WORK}")
 run(text rc "${CMAKE_COMMAND}" --install "${BUILD}" --prefix "${WORK}/prefix" --component audit)
@@ -78,6 +82,7 @@ expect_run(0 "[       OK ] Consumer.ChecksAReportAgainstItsContract"
            "${WORK}/consumer/consumer_test")
 
 message(STATUS "installed, moved to ${prefix}, CLI and consumer project OK")
+file(REMOVE_RECURSE "${WORK}")
 if(RECORD)
   file(WRITE "${RECORD}" "passed\n")
 endif()
