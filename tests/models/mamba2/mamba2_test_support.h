@@ -1,13 +1,13 @@
 // Shared set-up of the Mamba2 tests: random parameters in ranges where every path of the model
-// matters (not the init), random inputs, and the comparison printout.
+// matters (not the init), random inputs, and the comparison printout (the model tests' shared
+// agreement, tests/models/support/agreement.h, printed with Mamba2's 40-character name column).
 #pragma once
 
-#include <cmath>
-#include <cstdio>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "tests/models/support/agreement.h"
 #include "tests/reference/mamba2_reference.h"
 
 namespace resident::test::mamba2 {
@@ -46,33 +46,13 @@ inline std::vector<double> random_values(std::size_t n, double low, double high,
   return v;
 }
 
-// max |a - b| / (atol + rtol |b|) over the elements: <= 1 passes.
-struct Agreement {
-  double max_abs = 0.0;
-  double share = 0.0;  // of the tolerance, worst element
-  std::size_t worst = 0;
-};
-
-template <class A, class B>
-Agreement agreement(const A& got, const B& want, double rtol, double atol) {
-  Agreement r;
-  for (std::size_t i = 0; i < want.size(); ++i) {
-    const double g = static_cast<double>(got[i]), w = static_cast<double>(want[i]);
-    const double err = std::fabs(g - w);
-    const double share = std::isfinite(g) ? err / (atol + rtol * std::fabs(w)) : INFINITY;
-    if (err > r.max_abs || !std::isfinite(g)) r.max_abs = std::isfinite(g) ? err : INFINITY;
-    if (!(share <= r.share)) {
-      r.share = share;
-      r.worst = i;
-    }
-  }
-  return r;
-}
+// max |a - b| / (atol + rtol |b|) over the elements: <= 1 passes (a non-finite got fails).
+using resident::test::Agreement;
+using resident::test::agreement;
 
 inline void print_agreement(const std::string& what, const Agreement& a, double rtol,
                             double atol) {
-  std::printf("  %-40s max |err| %.3e  share of tolerance %.3f (rtol %.0e, atol %.0e)\n",
-              what.c_str(), a.max_abs, a.share, rtol, atol);
+  resident::test::print_agreement(what, a, rtol, atol, 40);
 }
 
 }  // namespace resident::test::mamba2

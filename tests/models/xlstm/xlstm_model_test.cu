@@ -21,19 +21,22 @@
 #include <string>
 #include <vector>
 
-#include "kernels/core/error.h"
-#include "kernels/nn/losses.h"
-#include "lib/core/device_buffer.h"
 #include "lib/core/stream.h"
 #include "lib/models/model_registry.h"
 #include "lib/models/xlstm/xlstm_model.h"
+#include "tests/models/support/agreement.h"
+#include "tests/models/support/graph_step.h"
+#include "tests/models/support/harness_values.h"
+#include "tests/models/support/mse_step.h"
+#include "tests/models/support/reference_params.h"
 #include "tests/reference/xlstm_reference.h"
 #include "tests/support/gpu.h"
+#include "tests/support/slab_values.h"
 
 namespace {
 
 namespace ref = resident::reference;
-using resident::DeviceBuffer;
+namespace th = resident::test;
 using resident::StreamContext;
 using resident::models::ModelShape;
 using resident::models::XlstmConfig;
@@ -42,6 +45,11 @@ using resident::nn::SlabPart;
 
 constexpr double kRtol = 3e-3;
 constexpr double kAtol = 3e-4;
+constexpr int kPrintWidth = 28;  // the agreement lines' name column
+
+using th::MseStepResult;
+using th::random_values;
+using th::to_float;
 
 ref::XlstmDims reference_dims(const XlstmConfig& c, const ModelShape& s) {
   ref::XlstmDims d;
@@ -57,21 +65,6 @@ ref::XlstmDims reference_dims(const XlstmConfig& c, const ModelShape& s) {
   d.conv_kernel = c.conv_kernel;
   d.cell_eps = c.cell_eps;
   return d;
-}
-
-std::vector<float> to_float(const std::vector<double>& v) { return {v.begin(), v.end()}; }
-
-std::vector<double> random_values(std::size_t n, double low, double high, std::mt19937_64& rng) {
-  std::uniform_real_distribution<double> u(low, high);
-  std::vector<double> v(n);
-  for (double& x : v) x = u(rng);
-  return v;
-}
-
-DeviceBuffer<float> device_copy(const std::vector<float>& host) {
-  DeviceBuffer<float> b(host.size());
-  b.upload(host);
-  return b;
 }
 
 bool ends_with(const std::string& s, const std::string& tail) {
@@ -96,85 +89,15 @@ void set_random_params(XlstmModel& model, const ref::XlstmDims& dims, std::mt199
   }
 }
 
-ref::XlstmParams download_params(const XlstmModel& model, const ref::XlstmDims& dims,
+ref::XlstmParams download_params(XlstmModel& model, const ref::XlstmDims& dims,
                                  const StreamContext& ctx) {
-  const std::vector<float> flat = model.slab().download(SlabPart::Params, ctx.stream());
-  ref::XlstmParams p = ref::xlstm_zero_params(dims);
-  for (auto& [name, tensor] : p.tensors) {
-    const std::size_t offset = model.slab().layout().tensor(name).offset;
-    for (std::size_t i = 0; i < tensor.size(); ++i) tensor[i] = flat[offset + i];
-  }
-  return p;
-}
-
-std::vector<float> random_grads(const XlstmModel& model, std::mt19937_64& rng) {
-  std::vector<float> g(model.slab().total_elements(), 0.0f);
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  for (const auto& t : model.slab().layout().tensors())
-    for (std::size_t i = 0; i < t.size; ++i) g[t.offset + i] = u(rng);
-  return g;
-}
-
-struct StepResult {
-  std::vector<float> prediction;
-  float loss = 0.0f;
-  std::vector<float> grads_added;
-};
-
-StepResult gpu_step(XlstmModel& model, const StreamContext& ctx, const std::vector<float>& x,
-                    const std::vector<float>& target, std::size_t batch,
-                    const std::vector<float>& grads0) {
-  const std::size_t n = batch * model.shape().outputs;
-  DeviceBuffer<float> dx = device_copy(x), dtarget = device_copy(target);
-  DeviceBuffer<float> pred(n), dpred(n), loss(1);
-  DeviceBuffer<float> partials(resident::kernels::loss_partials_count(n));
-  RESIDENT_CUDA_CHECK(cudaMemsetAsync(pred.data(), 0xFF, pred.bytes(), ctx.stream()));  // NaN
-  RESIDENT_CUDA_CHECK(cudaMemsetAsync(dpred.data(), 0xFF, dpred.bytes(), ctx.stream()));
-  model.slab().upload(SlabPart::Grads, grads0, ctx.stream());
-  model.forward(ctx, dx.data(), batch, pred.data());
-  resident::kernels::launch_mse_loss(loss.data(), partials.data(), partials.size(), pred.data(),
-                                     dtarget.data(), n, ctx.stream());
-  resident::kernels::launch_mse_loss_backward(dpred.data(), pred.data(), dtarget.data(), n, 1.0f,
-                                              resident::nn::GradMode::Overwrite, ctx.stream());
-  model.backward(ctx, dx.data(), dpred.data(), batch);
-  ctx.synchronize();
-  StepResult r;
-  r.prediction = pred.download();
-  r.loss = loss.download()[0];
-  r.grads_added = model.slab().download(SlabPart::Grads, ctx.stream());
-  for (std::size_t i = 0; i < r.grads_added.size(); ++i) r.grads_added[i] -= grads0[i];
-  return r;
-}
-
-struct Agreement {
-  double max_abs = 0.0;
-  double share = 0.0;
-  std::size_t worst = 0;
-};
-
-template <class A, class B>
-Agreement agreement(const A& got, const B& want, double rtol, double atol) {
-  Agreement r;
-  for (std::size_t i = 0; i < want.size(); ++i) {
-    const double g = static_cast<double>(got[i]), w = static_cast<double>(want[i]);
-    const double err = std::isfinite(g) ? std::fabs(g - w) : INFINITY;
-    const double share = err / (atol + rtol * std::fabs(w));
-    r.max_abs = std::max(r.max_abs, err);
-    if (!(share <= r.share)) {
-      r.share = share;
-      r.worst = i;
-    }
-  }
-  return r;
-}
-
-void print_agreement(const std::string& what, const Agreement& a) {
-  std::printf("  %-28s max |err| %.3e  share of tolerance %.3f (rtol %.0e, atol %.0e)\n",
-              what.c_str(), a.max_abs, a.share, kRtol, kAtol);
+  return th::read_reference_params(
+      model.slab(), ctx.stream(), ref::xlstm_zero_params(dims),
+      [](ref::XlstmParams& p) -> auto& { return p.tensors; });
 }
 
 // One GPU step against the reference.
-StepResult check_against_reference(const XlstmConfig& config, const ModelShape& shape,
+MseStepResult check_against_reference(const XlstmConfig& config, const ModelShape& shape,
                                    std::size_t batch, bool random_parameters, std::uint64_t seed,
                                    double input_gate_shift = 0.0) {
   StreamContext ctx;
@@ -187,37 +110,18 @@ StepResult check_against_reference(const XlstmConfig& config, const ModelShape& 
   const std::vector<float> xf = to_float(x);
   x.assign(xf.begin(), xf.end());  // the reference sees the float inputs
   const std::vector<double> target = random_values(batch * shape.outputs, -1, 1, rng);
-  const std::vector<float> grads0 = random_grads(model, rng);
-  const StepResult r = gpu_step(model, ctx, xf, to_float(target), batch, grads0);
+  const std::vector<float> grads0 = th::random_slab_values(model.slab(), rng);
+  const MseStepResult r = th::gpu_mse_step(model, ctx, xf, to_float(target), batch, grads0);
   const std::vector<double> pred = ref::xlstm_forward(dims, params, x, batch);
-  const std::size_t n = pred.size();
-  double loss = 0.0;
-  std::vector<double> dpred(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    loss += (pred[i] - target[i]) * (pred[i] - target[i]) / static_cast<double>(n);
-    dpred[i] = 2.0 * (pred[i] - target[i]) / static_cast<double>(n);
-  }
-  const ref::XlstmGradients g = ref::xlstm_backward(dims, params, x, batch, dpred);
+  const th::MseReference mse = th::reference_mse(pred, target);
+  const ref::XlstmGradients g = ref::xlstm_backward(dims, params, x, batch, mse.dpred);
   std::printf("%s, batch %zu, L %zu, F %zu, outputs %zu, %s parameters:\n",
               model.describe().c_str(), batch, shape.window, shape.features, shape.outputs,
               random_parameters ? "random" : "init");
-  const Agreement pa = agreement(r.prediction, pred, kRtol, kAtol);
-  print_agreement("prediction", pa);
-  EXPECT_LE(pa.share, 1.0) << "prediction element " << pa.worst;
-  const Agreement la = agreement(std::vector<float>{r.loss}, std::vector<double>{loss}, kRtol,
-                                 kAtol);
-  print_agreement("MSE loss", la);
-  EXPECT_LE(la.share, 1.0);
-  for (const auto& [name, tensor] : g.params.tensors) {
-    const std::size_t offset = model.slab().layout().tensor(name).offset;
-    const std::vector<float> got(r.grads_added.begin() + static_cast<std::ptrdiff_t>(offset),
-                                 r.grads_added.begin() +
-                                     static_cast<std::ptrdiff_t>(offset + tensor.size()));
-    const Agreement a = agreement(got, tensor, kRtol, kAtol);
-    print_agreement(name, a);
-    EXPECT_LE(a.share, 1.0) << name << " element " << a.worst << ": gpu " << got[a.worst]
-                            << ", reference " << tensor[a.worst];
-  }
+  th::expect_mse_step_agrees(r, pred, mse.loss, kRtol, kAtol, kPrintWidth);
+  for (const auto& [name, tensor] : g.params.tensors)
+    th::expect_gradient_agrees(name, r.grads_added, model.slab(), tensor, kRtol, kAtol,
+                               kPrintWidth);
   return r;
 }
 
@@ -252,36 +156,11 @@ TEST(XlstmModel, LargeInputGatesStayFiniteAndExact) {
   // Input-gate biases + 80: exp(i~) alone is near float's limit (3.4e38 = exp(88.7)) and its sums
   // over the window pass it; the stabilized cell's exp arguments stay <= 0.
   RESIDENT_REQUIRE_GPU();
-  const StepResult r = check_against_reference(tiny(2, 1), ModelShape{24, 3, 2, 4}, 3, true, 77,
-                                               80.0);
+  const MseStepResult r = check_against_reference(tiny(2, 1), ModelShape{24, 3, 2, 4}, 3, true,
+                                                  77, 80.0);
   for (const float v : r.prediction) EXPECT_TRUE(std::isfinite(v));
   for (const float g : r.grads_added) EXPECT_TRUE(std::isfinite(g));
 }
-
-struct TrainStep {
-  XlstmModel* model;
-  const float* x;
-  const float* target;
-  float* pred;
-  float* dpred;
-  float* loss;
-  float* partials;
-  std::size_t partials_count;
-  std::size_t batch;
-  resident::nn::AdamWConfig adamw;
-
-  void enqueue(const StreamContext& ctx) const {
-    const std::size_t n = batch * model->shape().outputs;
-    model->slab().zero_grads(ctx.stream());
-    model->forward(ctx, x, batch, pred);
-    resident::kernels::launch_mse_loss(loss, partials, partials_count, pred, target, n,
-                                       ctx.stream());
-    resident::kernels::launch_mse_loss_backward(dpred, pred, target, n, 1.0f,
-                                                resident::nn::GradMode::Overwrite, ctx.stream());
-    model->backward(ctx, x, dpred, batch);
-    model->slab().clip_and_adamw_step(1.0f, adamw, ctx.stream());
-  }
-};
 
 void graph_equals_eager(const XlstmConfig& config) {
   const ModelShape shape{64, 32, 1, 96};
@@ -289,41 +168,20 @@ void graph_equals_eager(const XlstmConfig& config) {
   StreamContext ctx;
   XlstmModel eager(shape, config, 81), graphed(shape, config, 81);
   std::mt19937_64 rng(82);
-  DeviceBuffer<float> x = device_copy(to_float(random_values(batch * 64 * 32, -1, 1, rng)));
-  DeviceBuffer<float> target = device_copy(to_float(random_values(batch, -1, 1, rng)));
-  DeviceBuffer<float> pred(batch), dpred(batch), loss(1);
-  DeviceBuffer<float> partials(resident::kernels::loss_partials_count(batch));
+  th::MseStepBuffers buffers(batch * 64 * 32, batch, rng);
   resident::nn::AdamWConfig adamw;
   adamw.weight_decay = 0.01;
-  const TrainStep a{&eager, x.data(), target.data(), pred.data(), dpred.data(), loss.data(),
-                    partials.data(), partials.size(), batch, adamw};
-  TrainStep b = a;
+  const th::MseTrainStep a = buffers.step(&eager, batch, adamw);
+  th::MseTrainStep b = a;
   b.model = &graphed;
-  for (int i = 0; i < 3; ++i) a.enqueue(ctx);
-  ctx.synchronize();
-  cudaGraph_t graph = nullptr;
-  RESIDENT_CUDA_CHECK(cudaStreamBeginCapture(ctx.stream(), cudaStreamCaptureModeThreadLocal));
-  b.enqueue(ctx);
-  RESIDENT_CUDA_CHECK(cudaStreamEndCapture(ctx.stream(), &graph));
-  cudaGraphExec_t exec = nullptr;
-  RESIDENT_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-  for (int i = 0; i < 3; ++i) RESIDENT_CUDA_CHECK(cudaGraphLaunch(exec, ctx.stream()));
-  ctx.synchronize();
-  RESIDENT_CUDA_CHECK(cudaGraphExecDestroy(exec));
-  RESIDENT_CUDA_CHECK(cudaGraphDestroy(graph));
-  const std::vector<float> pa = eager.slab().download(SlabPart::Params, ctx.stream());
-  const std::vector<float> pb = graphed.slab().download(SlabPart::Params, ctx.stream());
-  const std::vector<float> init =
-      XlstmModel(shape, config, 81).slab().download(SlabPart::Params, ctx.stream());
-  ASSERT_EQ(pa.size(), pb.size());
-  EXPECT_EQ(std::memcmp(pa.data(), pb.data(), pa.size() * sizeof(float)), 0)
-      << "graph replay and eager steps differ";
-  EXPECT_NE(std::memcmp(pa.data(), init.data(), pa.size() * sizeof(float)), 0)
-      << "the steps did not change the parameters";
+  th::run_eager_then_replayed(ctx, 3, [&] { a.enqueue(ctx); }, [&] { b.enqueue(ctx); });
+  const std::size_t compared = th::expect_replay_equals_eager(
+      eager.slab(), graphed.slab(), XlstmModel(shape, config, 81).slab(), ctx.stream());
+  if (compared == 0) return;
   EXPECT_EQ(eager.slab().read_step(ctx.stream()), 3u);
   EXPECT_EQ(graphed.slab().read_step(ctx.stream()), 3u);
   std::printf("%s: 3 eager steps and 3 graph replays, %zu parameters equal bit for bit\n",
-              eager.describe().c_str(), pa.size());
+              eager.describe().c_str(), compared);
 }
 
 TEST(XlstmModel, GraphReplayEqualsEagerBitForBit) {
@@ -340,38 +198,18 @@ TEST(XlstmModel, BenchmarkShapeStep) {
   auto* model = dynamic_cast<XlstmModel*>(base.get());
   ASSERT_NE(model, nullptr);
   std::mt19937_64 rng(6);
-  DeviceBuffer<float> x = device_copy(to_float(random_values(batch * 64 * 32, -1, 1, rng)));
-  DeviceBuffer<float> target = device_copy(to_float(random_values(batch, -1, 1, rng)));
-  DeviceBuffer<float> pred(batch), dpred(batch), loss(1);
-  DeviceBuffer<float> partials(resident::kernels::loss_partials_count(batch));
-  const TrainStep step{model, x.data(), target.data(), pred.data(), dpred.data(), loss.data(),
-                       partials.data(), partials.size(), batch, resident::nn::AdamWConfig{}};
+  th::MseStepBuffers buffers(batch * 64 * 32, batch, rng);
+  const th::MseTrainStep step = buffers.step(model, batch, resident::nn::AdamWConfig{});
   step.enqueue(ctx);
-  cudaGraph_t graph = nullptr;
-  RESIDENT_CUDA_CHECK(cudaStreamBeginCapture(ctx.stream(), cudaStreamCaptureModeThreadLocal));
-  step.enqueue(ctx);
-  RESIDENT_CUDA_CHECK(cudaStreamEndCapture(ctx.stream(), &graph));
-  cudaGraphExec_t exec = nullptr;
-  RESIDENT_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-  for (int i = 0; i < 3; ++i) RESIDENT_CUDA_CHECK(cudaGraphLaunch(exec, ctx.stream()));
-  cudaEvent_t start = nullptr, stop = nullptr;
-  RESIDENT_CUDA_CHECK(cudaEventCreate(&start));
-  RESIDENT_CUDA_CHECK(cudaEventCreate(&stop));
+  const th::StepGraph graph(ctx.stream(), cudaStreamCaptureModeThreadLocal,
+                            [&] { step.enqueue(ctx); });
+  for (int i = 0; i < 3; ++i) graph.launch(ctx.stream());
   constexpr int kReps = 20;
-  RESIDENT_CUDA_CHECK(cudaEventRecord(start, ctx.stream()));
-  for (int i = 0; i < kReps; ++i) RESIDENT_CUDA_CHECK(cudaGraphLaunch(exec, ctx.stream()));
-  RESIDENT_CUDA_CHECK(cudaEventRecord(stop, ctx.stream()));
-  RESIDENT_CUDA_CHECK(cudaEventSynchronize(stop));
-  float ms = 0.0f;
-  RESIDENT_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-  RESIDENT_CUDA_CHECK(cudaEventDestroy(start));
-  RESIDENT_CUDA_CHECK(cudaEventDestroy(stop));
-  RESIDENT_CUDA_CHECK(cudaGraphExecDestroy(exec));
-  RESIDENT_CUDA_CHECK(cudaGraphDestroy(graph));
-  const float l = loss.download()[0];
+  const float ms = th::mean_event_ms(ctx.stream(), kReps, [&] { graph.launch(ctx.stream()); });
+  const float l = buffers.loss.download()[0];
   std::printf("%s, batch 256, L 64, F 32: train step %.3f ms (graph-replayed, mean of %d), loss "
               "%.4f\n",
-              model->describe().c_str(), ms / kReps, kReps, l);
+              model->describe().c_str(), ms, kReps, l);
   EXPECT_TRUE(std::isfinite(l));
 }
 
