@@ -14,7 +14,6 @@
 // against double through a 64-wide GRN stack, an LSTM and five LayerNorms).
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -28,6 +27,10 @@
 #include "lib/core/stream.h"
 #include "lib/models/model_registry.h"
 #include "lib/models/tft/tft_model.h"
+#include "tests/models/support/agreement.h"
+#include "tests/models/support/graph_step.h"
+#include "tests/models/support/harness_values.h"
+#include "tests/models/support/reference_params.h"
 #include "tests/reference/nn_reference.h"
 #include "tests/reference/tft_reference.h"
 #include "tests/support/gpu.h"
@@ -35,6 +38,7 @@
 namespace {
 
 namespace ref = resident::reference;
+namespace th = resident::test;
 using resident::DeviceBuffer;
 using resident::StreamContext;
 using resident::models::ModelShape;
@@ -44,19 +48,16 @@ using resident::nn::SlabPart;
 
 constexpr double kRtol = 5e-3;
 constexpr double kAtol = 5e-4;
+constexpr int kPrintWidth = 24;  // the agreement lines' name column
 
-std::vector<double> random_values(std::size_t n, double low, double high, std::mt19937_64& rng) {
-  std::uniform_real_distribution<double> u(low, high);
-  std::vector<double> v(n);
-  for (double& x : v) x = u(rng);
-  return v;
-}
-std::vector<float> to_float(const std::vector<double>& v) { return {v.begin(), v.end()}; }
-template <class T>
-DeviceBuffer<T> device_copy(const std::vector<T>& host) {
-  DeviceBuffer<T> b(host.size());
-  b.upload(host);
-  return b;
+using th::Agreement;
+using th::agreement;
+using th::device_copy;
+using th::random_values;
+using th::to_float;
+
+void print_agreement(const std::string& what, const Agreement& a, double rtol, double atol) {
+  th::print_agreement(what, a, rtol, atol, kPrintWidth);
 }
 
 ref::TftDims reference_dims(const TftConfig& c, const ModelShape& s) {
@@ -71,30 +72,6 @@ ref::TftDims reference_dims(const TftConfig& c, const ModelShape& s) {
   return d;
 }
 
-struct Agreement {
-  double max_abs = 0.0, share = 0.0;
-  std::size_t worst = 0;
-};
-template <class A, class B>
-Agreement agreement(const A& got, const B& want, double rtol, double atol) {
-  Agreement r;
-  for (std::size_t i = 0; i < want.size(); ++i) {
-    const double g = static_cast<double>(got[i]), w = static_cast<double>(want[i]);
-    const double err = std::isfinite(g) ? std::fabs(g - w) : INFINITY;
-    const double share = err / (atol + rtol * std::fabs(w));
-    r.max_abs = std::max(r.max_abs, err);
-    if (!(share <= r.share)) {
-      r.share = share;
-      r.worst = i;
-    }
-  }
-  return r;
-}
-void print_agreement(const std::string& what, const Agreement& a, double rtol, double atol) {
-  std::printf("  %-24s max |err| %.3e  share of tolerance %.3f (rtol %.0e, atol %.0e)\n",
-              what.c_str(), a.max_abs, a.share, rtol, atol);
-}
-
 // One GPU forward, pinball loss and backward against the reference. shape.outputs is the
 // trainer's (before the quantiles).
 void check_against_reference(const TftConfig& config, const ModelShape& shape, std::size_t batch,
@@ -105,20 +82,7 @@ void check_against_reference(const TftConfig& config, const ModelShape& shape, s
   ASSERT_EQ(model.shape().outputs, dims.predictions());
   std::mt19937_64 rng(seed);
   std::vector<ref::TftTensor> params = ref::tft_zero_params(dims);
-  const std::vector<float> flat0 = model.slab().download(SlabPart::Params, ctx.stream());
-  for (ref::TftTensor& t : params) {
-    if (random_parameters) {
-      const bool gamma = t.name.find("gamma") != std::string::npos;
-      t.values = gamma ? random_values(t.values.size(), 0.7, 1.3, rng)
-                       : random_values(t.values.size(), -0.5, 0.5, rng);
-      const std::vector<float> f = to_float(t.values);
-      t.values.assign(f.begin(), f.end());
-      model.slab().upload(SlabPart::Params, t.name, f, ctx.stream());
-    } else {
-      const std::size_t offset = model.slab().layout().tensor(t.name).offset;
-      for (std::size_t i = 0; i < t.values.size(); ++i) t.values[i] = flat0[offset + i];
-    }
-  }
+  th::set_or_read_params(params, model.slab(), random_parameters, rng, ctx.stream());
   const std::vector<float> xf =
       to_float(random_values(batch * shape.window * shape.features, -1.5, 1.5, rng));
   const std::vector<double> x(xf.begin(), xf.end());
@@ -180,16 +144,8 @@ void check_against_reference(const TftConfig& config, const ModelShape& shape, s
   const Agreement aa = agreement(attention, detail.attention, kRtol, kAtol);
   print_agreement("attention weights", aa, kRtol, kAtol);
   EXPECT_LE(aa.share, 1.0);
-  for (const ref::TftTensor& t : g) {
-    const std::size_t offset = model.slab().layout().tensor(t.name).offset;
-    const std::vector<float> got(grads.begin() + static_cast<std::ptrdiff_t>(offset),
-                                 grads.begin() + static_cast<std::ptrdiff_t>(offset +
-                                                                             t.values.size()));
-    const Agreement a = agreement(got, t.values, kRtol, kAtol);
-    print_agreement(t.name, a, kRtol, kAtol);
-    EXPECT_LE(a.share, 1.0) << t.name << " element " << a.worst << ": gpu " << got[a.worst]
-                            << ", reference " << t.values[a.worst];
-  }
+  for (const ref::TftTensor& t : g)
+    th::expect_gradient_agrees(t.name, grads, model.slab(), t.values, kRtol, kAtol, kPrintWidth);
 }
 
 TftConfig tiny(std::size_t hidden, std::size_t heads, std::size_t prescale) {
@@ -277,27 +233,9 @@ TEST(TftModel, GraphReplayEqualsEagerBitForBit) {
   const TrainStep a = buffers.step(&eager, shape, batch, config);
   TrainStep b = a;
   b.model = &graphed;
-  for (int i = 0; i < 3; ++i) a.enqueue(ctx);
-  ctx.synchronize();
-  cudaGraph_t graph = nullptr;
-  RESIDENT_CUDA_CHECK(cudaStreamBeginCapture(ctx.stream(), cudaStreamCaptureModeThreadLocal));
-  b.enqueue(ctx);
-  RESIDENT_CUDA_CHECK(cudaStreamEndCapture(ctx.stream(), &graph));
-  cudaGraphExec_t exec = nullptr;
-  RESIDENT_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-  for (int i = 0; i < 3; ++i) RESIDENT_CUDA_CHECK(cudaGraphLaunch(exec, ctx.stream()));
-  ctx.synchronize();
-  RESIDENT_CUDA_CHECK(cudaGraphExecDestroy(exec));
-  RESIDENT_CUDA_CHECK(cudaGraphDestroy(graph));
-  const std::vector<float> pa = eager.slab().download(SlabPart::Params, ctx.stream());
-  const std::vector<float> pb = graphed.slab().download(SlabPart::Params, ctx.stream());
-  const std::vector<float> init =
-      TftModel(shape, config, 81).slab().download(SlabPart::Params, ctx.stream());
-  ASSERT_EQ(pa.size(), pb.size());
-  EXPECT_EQ(std::memcmp(pa.data(), pb.data(), pa.size() * sizeof(float)), 0)
-      << "graph replay and eager steps differ";
-  EXPECT_NE(std::memcmp(pa.data(), init.data(), pa.size() * sizeof(float)), 0)
-      << "the steps did not change the parameters";
+  th::run_eager_then_replayed(ctx, 3, [&] { a.enqueue(ctx); }, [&] { b.enqueue(ctx); });
+  th::expect_replay_equals_eager(eager.slab(), graphed.slab(),
+                                 TftModel(shape, config, 81).slab(), ctx.stream());
 }
 
 TEST(TftModel, RejectsBadBatches) {
@@ -326,24 +264,12 @@ TEST(TftModel, BenchmarkShapeStep) {
   step.enqueue(ctx);
   ctx.synchronize();
   EXPECT_TRUE(std::isfinite(buffers.loss.download()[0]));
-  cudaGraph_t graph = nullptr;
-  RESIDENT_CUDA_CHECK(cudaStreamBeginCapture(ctx.stream(), cudaStreamCaptureModeThreadLocal));
-  step.enqueue(ctx);
-  RESIDENT_CUDA_CHECK(cudaStreamEndCapture(ctx.stream(), &graph));
-  cudaGraphExec_t exec = nullptr;
-  RESIDENT_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-  for (int i = 0; i < 3; ++i) RESIDENT_CUDA_CHECK(cudaGraphLaunch(exec, ctx.stream()));
+  const th::StepGraph graph(ctx.stream(), cudaStreamCaptureModeThreadLocal,
+                            [&] { step.enqueue(ctx); });
+  for (int i = 0; i < 3; ++i) graph.launch(ctx.stream());
   ctx.synchronize();
-  const int reps = 20;
-  const auto start = std::chrono::steady_clock::now();
-  for (int i = 0; i < reps; ++i) RESIDENT_CUDA_CHECK(cudaGraphLaunch(exec, ctx.stream()));
-  ctx.synchronize();
-  const double ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() /
-      reps;
+  const double ms = th::mean_wall_ms(ctx, 20, [&] { graph.launch(ctx.stream()); });
   std::printf("TFT train step (graph replay, batch 256): %.3f ms (target <= 1.2 ms)\n", ms);
-  RESIDENT_CUDA_CHECK(cudaGraphExecDestroy(exec));
-  RESIDENT_CUDA_CHECK(cudaGraphDestroy(graph));
   EXPECT_TRUE(std::isfinite(buffers.loss.download()[0]));
 }
 
