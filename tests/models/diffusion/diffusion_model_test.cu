@@ -38,6 +38,10 @@
 #include "lib/core/stream.h"
 #include "lib/models/diffusion/diffusion_model.h"
 #include "lib/models/model_registry.h"
+#include "tests/models/support/agreement.h"
+#include "tests/models/support/graph_step.h"
+#include "tests/models/support/harness_values.h"
+#include "tests/models/support/reference_params.h"
 #include "tests/reference/diffusion_reference.h"
 #include "tests/reference/philox_reference.h"
 #include "tests/support/gpu.h"
@@ -47,6 +51,7 @@ namespace {
 
 namespace ref = resident::reference;
 namespace kd = resident::kernels::diffusion;
+namespace th = resident::test;
 using resident::DeviceBuffer;
 using resident::StreamContext;
 using resident::models::DiffusionConfig;
@@ -58,6 +63,13 @@ using resident::nn::SlabPart;
 
 constexpr double kRtol = 2e-3;
 constexpr double kAtol = 2e-4;
+constexpr int kPrintWidth = 28;  // the agreement lines' name column
+
+using th::agreement;
+using th::device_copy;
+using th::random_values;
+using th::to_double;
+using th::to_float;
 
 ref::DiffusionDims reference_dims(const DiffusionConfig& c, const ModelShape& s) {
   ref::DiffusionDims d;
@@ -68,22 +80,6 @@ ref::DiffusionDims reference_dims(const DiffusionConfig& c, const ModelShape& s)
   d.blocks = c.blocks;
   d.time_dim = c.time_dim;
   return d;
-}
-
-std::vector<float> to_float(const std::vector<double>& v) { return {v.begin(), v.end()}; }
-std::vector<double> to_double(const std::vector<float>& v) { return {v.begin(), v.end()}; }
-
-std::vector<double> random_values(std::size_t n, double low, double high, std::mt19937_64& rng) {
-  std::uniform_real_distribution<double> u(low, high);
-  std::vector<double> v(n);
-  for (double& x : v) x = u(rng);
-  return v;
-}
-
-DeviceBuffer<float> device_copy(const std::vector<float>& host) {
-  DeviceBuffer<float> b(host.size());
-  b.upload(host);
-  return b;
 }
 
 void set_random_params(DiffusionModel& model, const ref::DiffusionDims& dims, std::mt19937_64& rng,
@@ -97,43 +93,16 @@ void set_random_params(DiffusionModel& model, const ref::DiffusionDims& dims, st
   }
 }
 
-ref::DiffusionParams download_params(const DiffusionModel& model, const ref::DiffusionDims& dims,
+ref::DiffusionParams download_params(DiffusionModel& model, const ref::DiffusionDims& dims,
                                      const StreamContext& ctx) {
-  const std::vector<float> flat = model.slab().download(SlabPart::Params, ctx.stream());
-  ref::DiffusionParams p = ref::diffusion_zero_params(dims);
-  for (auto& [name, tensor] : ref::diffusion_named_tensors(p)) {
-    const std::size_t offset = model.slab().layout().tensor(name).offset;
-    for (std::size_t i = 0; i < tensor->size(); ++i) (*tensor)[i] = flat[offset + i];
-  }
-  return p;
+  return th::read_reference_params(
+      model.slab(), ctx.stream(), ref::diffusion_zero_params(dims),
+      [](ref::DiffusionParams& p) { return ref::diffusion_named_tensors(p); });
 }
 
-struct Agreement {
-  double max_abs = 0.0;
-  double share = 0.0;
-  std::size_t worst = 0;
-};
-
-template <class A, class B>
-Agreement agreement(const A& got, const B& want, double rtol, double atol) {
-  Agreement r;
-  for (std::size_t i = 0; i < want.size(); ++i) {
-    const double g = static_cast<double>(got[i]), w = static_cast<double>(want[i]);
-    const double err = std::isfinite(g) ? std::fabs(g - w) : INFINITY;
-    const double share = err / (atol + rtol * std::fabs(w));
-    r.max_abs = std::max(r.max_abs, err);
-    if (!(share <= r.share)) {
-      r.share = share;
-      r.worst = i;
-    }
-  }
-  return r;
-}
-
-void expect_agreement(const std::string& what, const Agreement& a, double rtol, double atol) {
-  std::printf("  %-28s max |err| %.3e  share of tolerance %.3f (rtol %.0e, atol %.0e)\n",
-              what.c_str(), a.max_abs, a.share, rtol, atol);
-  EXPECT_LE(a.share, 1.0) << what << ": worst element " << a.worst;
+void expect_agreement(const std::string& what, const th::Agreement& a, double rtol,
+                      double atol) {
+  th::expect_agreement(what, a, rtol, atol, kPrintWidth);
 }
 
 struct GradCase {
@@ -238,9 +207,7 @@ TEST(DiffusionModel, TrainingDrawLossAndGradientsMatchReference) {
     expect_agreement("loss", agreement(got_loss, std::vector<double>{want_loss}, kRtol, kAtol),
                      kRtol, kAtol);
     for (auto& [name, tensor] : ref::diffusion_named_tensors(g.params)) {
-      const std::size_t offset = model.slab().layout().tensor(name).offset;
-      const std::vector<float> got(grads.begin() + static_cast<long>(offset),
-                                   grads.begin() + static_cast<long>(offset + tensor->size()));
+      const std::vector<float> got = th::slab_tensor(grads, model.slab(), name, tensor->size());
       expect_agreement("d " + name, agreement(got, *tensor, kRtol, kAtol), kRtol, kAtol);
     }
   }
@@ -432,20 +399,10 @@ TEST(DiffusionModel, GraphReplayEqualsEagerBitForBit) {
   for (const float v : forecasts[0]) EXPECT_TRUE(std::isfinite(v));
 }
 
+// One warm-up launch, then the mean of `reps` launches (graph_step.h's mean_event_ms).
 float time_graph_ms(const std::function<void()>& launch, cudaStream_t stream, int reps) {
-  cudaEvent_t start, stop;
-  RESIDENT_CUDA_CHECK(cudaEventCreate(&start));
-  RESIDENT_CUDA_CHECK(cudaEventCreate(&stop));
   launch();  // warm-up
-  RESIDENT_CUDA_CHECK(cudaEventRecord(start, stream));
-  for (int i = 0; i < reps; ++i) launch();
-  RESIDENT_CUDA_CHECK(cudaEventRecord(stop, stream));
-  RESIDENT_CUDA_CHECK(cudaEventSynchronize(stop));
-  float ms = 0.0f;
-  RESIDENT_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-  RESIDENT_CUDA_CHECK(cudaEventDestroy(start));
-  RESIDENT_CUDA_CHECK(cudaEventDestroy(stop));
-  return ms / static_cast<float>(reps);
+  return th::mean_event_ms(stream, reps, launch);
 }
 
 TEST(DiffusionModel, BenchmarkShapeStepAndSampler) {

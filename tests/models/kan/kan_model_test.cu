@@ -33,6 +33,8 @@
 #include "lib/core/stream.h"
 #include "lib/models/kan/kan_model.h"
 #include "lib/models/model_registry.h"
+#include "tests/models/support/graph_step.h"
+#include "tests/models/support/harness_values.h"
 #include "tests/reference/kan_reference.h"
 #include "tests/reference/nn_reference.h"
 #include "tests/support/bitwise.h"
@@ -51,14 +53,12 @@ constexpr double kAtolShare = 1e-4;  // of the tensor's largest |reference| valu
 constexpr KanTensor kTensors[] = {KanTensor::BaseWeight, KanTensor::SplineWeight,
                                   KanTensor::SplineScaler};
 
+// n draws U(low, high) in double, rounded to float (the shared draw sequence).
 std::vector<float> random_floats(std::size_t n, double low, double high, std::mt19937_64& rng) {
-  std::uniform_real_distribution<double> value(low, high);
-  std::vector<float> v(n);
-  for (float& x : v) x = static_cast<float>(value(rng));
-  return v;
+  return test::to_float(test::random_values(n, low, high, rng));
 }
 
-std::vector<double> to_double(const std::vector<float>& v) { return {v.begin(), v.end()}; }
+using test::to_double;
 
 reference::KanSpec spec_of(const KanModel& model) {
   return {model.widths(), model.config().grid_size, model.config().spline_order,
@@ -273,24 +273,6 @@ struct StepRig {
   nn::AdamWConfig adamw;
 };
 
-cudaGraphExec_t capture_step(StepRig& rig, const StreamContext& context) {
-  cudaGraph_t graph = nullptr;
-  RESIDENT_CUDA_CHECK(cudaStreamBeginCapture(context.stream(), cudaStreamCaptureModeGlobal));
-  try {
-    rig.step(context);
-  } catch (...) {
-    (void)cudaStreamEndCapture(context.stream(), &graph);
-    if (graph != nullptr) (void)cudaGraphDestroy(graph);
-    throw;
-  }
-  RESIDENT_CUDA_CHECK(cudaStreamEndCapture(context.stream(), &graph));
-  cudaGraphExec_t exec = nullptr;
-  const cudaError_t instantiated = cudaGraphInstantiate(&exec, graph, 0);
-  (void)cudaGraphDestroy(graph);
-  RESIDENT_CUDA_CHECK(instantiated);
-  return exec;
-}
-
 TEST(KanTrainStep, GraphReplayEqualsEagerBitForBit) {
   RESIDENT_REQUIRE_GPU();
   // K-split first layer (512 inputs: K = 4608, 9 chunks), batch not a multiple of 32.
@@ -304,14 +286,17 @@ TEST(KanTrainStep, GraphReplayEqualsEagerBitForBit) {
   std::printf("    %s\n", eager.model.describe().c_str());
   ASSERT_GT(eager.model.k_splits(0), 1u);
 
-  const cudaGraphExec_t exec = capture_step(graphed, graph_context);  // proves no host interaction
-  for (int s = 0; s < 3; ++s) {
-    eager.step(eager_context);
-    RESIDENT_CUDA_CHECK(cudaGraphLaunch(exec, graph_context.stream()));
+  {
+    // Global capture mode: any host interaction (sync, copy, allocation) fails the capture.
+    const test::StepGraph graph(graph_context.stream(), cudaStreamCaptureModeGlobal,
+                                [&] { graphed.step(graph_context); });
+    for (int s = 0; s < 3; ++s) {
+      eager.step(eager_context);
+      graph.launch(graph_context.stream());
+    }
+    eager_context.synchronize();
+    graph_context.synchronize();
   }
-  eager_context.synchronize();
-  graph_context.synchronize();
-  (void)cudaGraphExecDestroy(exec);
 
   for (const nn::SlabPart part : {nn::SlabPart::Params, nn::SlabPart::AdamM, nn::SlabPart::AdamV}) {
     const std::vector<float> a = eager.model.slab().download(part, eager_context.stream());
@@ -369,29 +354,15 @@ TEST(KanTrainStep, BenchmarkShapeStepGivesAFiniteLoss) {
   EXPECT_GT(norm, 0.0f);
 
   // Informational: the graph-replayed step time (the lead's bench measures it properly).
-  cudaGraph_t graph = nullptr;
-  RESIDENT_CUDA_CHECK(cudaStreamBeginCapture(context.stream(), cudaStreamCaptureModeGlobal));
-  step();
-  RESIDENT_CUDA_CHECK(cudaStreamEndCapture(context.stream(), &graph));
-  cudaGraphExec_t exec = nullptr;
-  RESIDENT_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-  (void)cudaGraphDestroy(graph);
-  for (int i = 0; i < 5; ++i) RESIDENT_CUDA_CHECK(cudaGraphLaunch(exec, context.stream()));
-  cudaEvent_t start = nullptr, stop = nullptr;
-  RESIDENT_CUDA_CHECK(cudaEventCreate(&start));
-  RESIDENT_CUDA_CHECK(cudaEventCreate(&stop));
   constexpr int kReplays = 50;
-  RESIDENT_CUDA_CHECK(cudaEventRecord(start, context.stream()));
-  for (int i = 0; i < kReplays; ++i) RESIDENT_CUDA_CHECK(cudaGraphLaunch(exec, context.stream()));
-  RESIDENT_CUDA_CHECK(cudaEventRecord(stop, context.stream()));
-  RESIDENT_CUDA_CHECK(cudaEventSynchronize(stop));
-  float ms = 0.0f;
-  RESIDENT_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-  std::printf("    graph-replayed train step: %.3f ms (mean of %d; target 0.4 ms)\n", ms / kReplays,
-              kReplays);
-  (void)cudaEventDestroy(start);
-  (void)cudaEventDestroy(stop);
-  (void)cudaGraphExecDestroy(exec);
+  {
+    const test::StepGraph graph(context.stream(), cudaStreamCaptureModeGlobal, step);
+    for (int i = 0; i < 5; ++i) graph.launch(context.stream());
+    const float ms =
+        test::mean_event_ms(context.stream(), kReplays, [&] { graph.launch(context.stream()); });
+    std::printf("    graph-replayed train step: %.3f ms (mean of %d; target 0.4 ms)\n", ms,
+                kReplays);
+  }
   readback.enqueue(mse.loss.data(), context.stream());
   const float last_loss = readback.wait();
   std::printf("    loss after %d steps %.6f\n", 1 + 5 + kReplays, last_loss);
