@@ -20,6 +20,7 @@
 #include "lib/data/series_dataset.h"
 #include "lib/data/trend_threshold.h"
 #include "lib/models/supervised_trainer.h"
+#include "tests/models/support/learning_setup.h"
 #include "tests/support/gpu.h"
 
 namespace {
@@ -29,26 +30,12 @@ using namespace resident::models;
 
 constexpr double kMargin = 0.25;
 
+// The learning tests' config (tests/models/support/learning_setup.h) at lr 1e-3.
 SupervisedTrainerConfig learning_config(std::uint64_t seed) {
-  SupervisedTrainerConfig c;
-  c.batch = 64;
-  c.epochs = 12;
-  c.patience = 4;
-  c.adamw.lr = 1e-3;
-  c.seed = seed;
-  c.window = 32;
-  c.horizon = 1;
-  c.validation_fraction = 0.2;
-  return c;
+  return test::learning_config(seed, 1e-3);
 }
 
-data::HostSeries learning_series(std::uint64_t seed) {
-  data::SyntheticSeriesConfig s;
-  s.seed = seed;
-  s.steps = 8000;
-  s.features = 6;
-  return data::make_synthetic_series(s);
-}
+using test::learning_series;
 
 // Macro F1 of predicting the most frequent validation class everywhere.
 double majority_macro_f1(const SupervisedTrainer& trainer) {

@@ -18,6 +18,7 @@
 #include "lib/data/series_dataset.h"
 #include "lib/models/model_registry.h"
 #include "lib/models/supervised_trainer.h"
+#include "tests/models/support/learning_setup.h"
 #include "tests/support/gpu.h"
 #include "tests/support/param_name.h"
 
@@ -28,26 +29,12 @@ using namespace resident::models;
 
 constexpr double kRequiredRatio = 0.8;
 
+// The learning tests' config (tests/models/support/learning_setup.h) at lr 2e-3.
 SupervisedTrainerConfig learning_config(std::uint64_t seed) {
-  SupervisedTrainerConfig c;
-  c.batch = 64;
-  c.epochs = 12;
-  c.patience = 4;
-  c.adamw.lr = 2e-3;
-  c.seed = seed;
-  c.window = 32;
-  c.horizon = 1;
-  c.validation_fraction = 0.2;
-  return c;
+  return test::learning_config(seed, 2e-3);
 }
 
-data::HostSeries learning_series(std::uint64_t seed) {
-  data::SyntheticSeriesConfig s;
-  s.seed = seed;
-  s.steps = 8000;
-  s.features = 6;
-  return data::make_synthetic_series(s);
-}
+using test::learning_series;
 
 // MSE of "the next target value equals the window's last one" over every validation window, in
 // the dataset's normalized units (what the trainer's validation loss is measured in).
