@@ -57,6 +57,9 @@ options (defaults are the task's tested learning config)
   --lr X             learning rate
   --envs N           vector environments
   --hidden A,B,...   hidden layer widths
+  --log FILE         write the learning curve as JSON lines: a header (task, config, commit,
+                     GPU), one record per progress line (env steps, episodes, last-100 mean
+                     return, losses, wall seconds) and an end record, each flushed as written
   DQN only:
   --batch N          replay batch
   --grad-steps N     gradient steps per vector env step
@@ -64,10 +67,6 @@ options (defaults are the task's tested learning config)
   --target-period N  gradient steps between target updates
   --epsilon-steps N  env steps over which epsilon decays from 1 to 0.01
   --replay N         replay capacity (transitions)
-  --log FILE         write the learning curve as JSON lines: a header (task, config, commit),
-                     then one record per progress line (env steps, episodes, last-100 mean
-                     return, loss, wall seconds), each flushed as written; a MODEL writes one
-                     record per epoch (losses, windows/s, wall seconds), appended with --resume
   -h, --help         this text
 )";
 
@@ -93,6 +92,8 @@ MODEL options (a supervised time-series model from the registry, at its small co
   --lr X                   AdamW learning rate (default 1e-3)
   --checkpoint DIR         save DIR/trainer.ckpt after every epoch
   --resume                 continue from DIR/trainer.ckpt (needs --checkpoint)
+  --log FILE               JSON lines as for a TASK, one record per epoch (train and
+                           validation loss, windows/s, wall seconds); appended with --resume
   --host-fed               the host-fed pipeline (batches assembled on the host, per-step loss
                            readback) instead of the resident one
 )";
