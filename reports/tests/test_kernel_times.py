@@ -1,5 +1,5 @@
 """dev/kernel-times and resident_reports.kernel_times on a real ncu CSV excerpt (one PPO
-minibatch of the H200 run of session 3, commit 2734d01, plus a few launches either side)."""
+minibatch of an H200 run at commit 2734d01, plus a few launches either side)."""
 
 import pytest
 
