@@ -164,25 +164,11 @@ TEST(CfcModel, StepsPerLaunchGiveTheSameBits) {
 }
 
 void graph_equals_eager(const CfcConfig& config) {
-  const ModelShape shape{64, 32, 1, 96};
-  const std::size_t batch = 96;
-  StreamContext ctx;
-  CfcModel eager(shape, config, 81), graphed(shape, config, 81);
-  std::mt19937_64 rng(82);
-  th::MseStepBuffers buffers(batch * 64 * 32, batch, rng);
-  resident::nn::AdamWConfig adamw;
-  adamw.weight_decay = 0.01;
-  const th::MseTrainStep a = buffers.step(&eager, batch, adamw);
-  th::MseTrainStep b = a;
-  b.model = &graphed;
-  th::run_eager_then_replayed(ctx, 3, [&] { a.enqueue(ctx); }, [&] { b.enqueue(ctx); });
-  const std::size_t compared = th::expect_replay_equals_eager(
-      eager.slab(), graphed.slab(), CfcModel(shape, config, 81).slab(), ctx.stream());
-  if (compared == 0) return;
-  EXPECT_EQ(eager.slab().read_step(ctx.stream()), 3u);
-  EXPECT_EQ(graphed.slab().read_step(ctx.stream()), 3u);
+  const th::ReplayComparison r =
+      th::expect_mse_graph_replay_equals_eager<CfcModel>(96, ModelShape{64, 32, 1, 96}, config, 81);
+  if (r.compared == 0) return;
   std::printf("%s: 3 eager steps and 3 graph replays, %zu parameters equal bit for bit\n",
-              eager.describe().c_str(), compared);
+              r.description.c_str(), r.compared);
 }
 
 TEST(CfcModel, GraphReplayEqualsEagerBitForBit) {
@@ -199,31 +185,14 @@ TEST(CfcModel, BenchmarkShapeTrainStep) {
   RESIDENT_REQUIRE_GPU();
   const ModelShape shape{64, 32, 1, 256};
   const std::size_t batch = 256;
-  StreamContext ctx;
   const auto made = resident::models::make_supervised_model("cfc", shape, 91);
   auto* model = dynamic_cast<CfcModel*>(made.get());
   ASSERT_NE(model, nullptr);
   std::printf("%s, %zu parameters\n", model->describe().c_str(),
               model->slab().total_elements());
-  std::mt19937_64 rng(92);
-  th::MseStepBuffers buffers(batch * 64 * 32, batch, rng);
-  const th::MseTrainStep step = buffers.step(model, batch, resident::nn::AdamWConfig{});
-  step.enqueue(ctx);
-  ctx.synchronize();
-  const float first = buffers.loss.download()[0];
-  const float norm = th::read_grad_norm(model->slab());
-  std::printf("one train step at batch 256: loss %.6f, gradient norm %.6f\n", first, norm);
-  EXPECT_TRUE(std::isfinite(first));
-  EXPECT_TRUE(std::isfinite(norm));
-  EXPECT_GT(norm, 0.0f);
-
-  const th::StepGraph graph(ctx.stream(), cudaStreamCaptureModeThreadLocal,
-                            [&] { step.enqueue(ctx); });
-  for (int i = 0; i < 10; ++i) graph.launch(ctx.stream());
   const int reps = 50;
-  const float ms = th::mean_event_ms(ctx.stream(), reps, [&] { graph.launch(ctx.stream()); });
+  const float ms = th::expect_mse_benchmark_step(*model, batch, 92, reps);
   std::printf("graph-replayed train step: %.4f ms (mean of %d; target <= 4 ms)\n", ms, reps);
-  EXPECT_TRUE(std::isfinite(buffers.loss.download()[0]));
 }
 
 }  // namespace

@@ -174,56 +174,25 @@ TEST(Mamba2Model, ChunkedMatchesOneChunkAtWindow128) {
 
 TEST(Mamba2Model, GraphReplayEqualsEagerBitForBit) {
   RESIDENT_REQUIRE_GPU();
-  const ModelShape shape{64, 32, 1, 96};
-  const std::size_t batch = 96;
-  StreamContext ctx;
-  Mamba2Model eager(Mamba2Config{}, shape, 81), graphed(Mamba2Config{}, shape, 81);
-  std::mt19937_64 rng(82);
-  th::MseStepBuffers buffers(batch * 64 * 32, batch, rng);
-  resident::nn::AdamWConfig adamw;
-  adamw.weight_decay = 0.01;
-  const th::MseTrainStep a = buffers.step(&eager, batch, adamw);
-  th::MseTrainStep b = a;
-  b.model = &graphed;
-  th::run_eager_then_replayed(ctx, 3, [&] { a.enqueue(ctx); }, [&] { b.enqueue(ctx); });
-  const std::size_t compared = th::expect_replay_equals_eager(
-      eager.slab(), graphed.slab(), Mamba2Model(Mamba2Config{}, shape, 81).slab(), ctx.stream());
-  ASSERT_NE(compared, 0u);
-  EXPECT_EQ(eager.slab().read_step(ctx.stream()), 3u);
-  EXPECT_EQ(graphed.slab().read_step(ctx.stream()), 3u);
-  std::printf("3 eager steps and 3 graph replays: %zu parameters equal bit for bit\n", compared);
+  const th::ReplayComparison r = th::expect_mse_graph_replay_equals_eager<Mamba2Model>(
+      96, Mamba2Config{}, ModelShape{64, 32, 1, 96}, 81);
+  ASSERT_NE(r.compared, 0u);
+  std::printf("3 eager steps and 3 graph replays: %zu parameters equal bit for bit\n",
+              r.compared);
 }
 
 TEST(Mamba2Model, BenchmarkShapeTrainStep) {
   RESIDENT_REQUIRE_GPU();
   const ModelShape shape{64, 32, 1, 256};
   const std::size_t batch = 256;
-  StreamContext ctx;
   const auto made = resident::models::make_supervised_model("mamba2", shape, 91);
   auto* model = dynamic_cast<Mamba2Model*>(made.get());
   ASSERT_NE(model, nullptr);
   std::printf("%s\n", model->describe().c_str());
-  std::mt19937_64 rng(92);
-  th::MseStepBuffers buffers(batch * 64 * 32, batch, rng);
-  const th::MseTrainStep step = buffers.step(model, batch, resident::nn::AdamWConfig{});
-  step.enqueue(ctx);
-  ctx.synchronize();
-  const float first = buffers.loss.download()[0];
-  const float norm = th::read_grad_norm(model->slab());
-  std::printf("one train step at batch 256: loss %.6f, gradient norm %.6f\n", first, norm);
-  EXPECT_TRUE(std::isfinite(first));
-  EXPECT_TRUE(std::isfinite(norm));
-  EXPECT_GT(norm, 0.0f);
-
   // Graph-replayed step time (for information; the lead's benchmark is the record).
-  const th::StepGraph graph(ctx.stream(), cudaStreamCaptureModeThreadLocal,
-                            [&] { step.enqueue(ctx); });
-  for (int i = 0; i < 10; ++i) graph.launch(ctx.stream());
   const int reps = 100;
-  const float ms = th::mean_event_ms(ctx.stream(), reps, [&] { graph.launch(ctx.stream()); });
+  const float ms = th::expect_mse_benchmark_step(*model, batch, 92, reps);
   std::printf("graph-replayed train step: %.4f ms (mean of %d; target <= 0.6 ms)\n", ms, reps);
-  const float later = buffers.loss.download()[0];
-  EXPECT_TRUE(std::isfinite(later));
 }
 
 }  // namespace

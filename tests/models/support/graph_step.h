@@ -16,17 +16,22 @@
 //     events recorded on stream (waits for the second); warm-up is the caller's.
 //   - mean_wall_ms(ctx, reps, launch): mean wall-clock ms per launch() over reps calls up to
 //     ctx.synchronize() after the last; the caller synchronizes before.
+//   - expect_wall_timed_step(ctx, enqueue, loss, warmups, reps): enqueue() (one train step) run
+//     eagerly and synchronized, loss[0] finite; then captured (ThreadLocal), `warmups` replays,
+//     synchronize, and the mean_wall_ms of `reps` replays, loss[0] still finite. Returns the mean.
 #pragma once
 
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstddef>
 #include <cstring>
 #include <vector>
 
 #include "kernels/core/error.h"
+#include "lib/core/device_buffer.h"
 #include "lib/core/stream.h"
 #include "lib/nn/param_slab.h"
 
@@ -113,6 +118,20 @@ double mean_wall_ms(const StreamContext& ctx, int reps, Launch&& launch) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
              .count() /
          reps;
+}
+
+template <class Enqueue>
+double expect_wall_timed_step(const StreamContext& ctx, Enqueue&& enqueue,
+                              DeviceBuffer<float>& loss, int warmups, int reps) {
+  enqueue();
+  ctx.synchronize();
+  EXPECT_TRUE(std::isfinite(loss.download()[0]));
+  const StepGraph graph(ctx.stream(), cudaStreamCaptureModeThreadLocal, enqueue);
+  for (int i = 0; i < warmups; ++i) graph.launch(ctx.stream());
+  ctx.synchronize();
+  const double ms = mean_wall_ms(ctx, reps, [&] { graph.launch(ctx.stream()); });
+  EXPECT_TRUE(std::isfinite(loss.download()[0]));
+  return ms;
 }
 
 }  // namespace resident::test

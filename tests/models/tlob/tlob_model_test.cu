@@ -36,6 +36,7 @@
 #include "tests/models/support/agreement.h"
 #include "tests/models/support/graph_step.h"
 #include "tests/models/support/harness_values.h"
+#include "tests/models/support/poisoned_step.h"
 #include "tests/models/support/reference_params.h"
 #include "tests/reference/tlob_reference.h"
 #include "tests/support/gpu.h"
@@ -98,16 +99,11 @@ void check_against_reference(const TlobConfig& config, const ModelShape& shape,
   const std::size_t n = batch * shape.outputs;
   DeviceBuffer<float> dx = device_copy(xf), logits(n), dlogits(n), loss(1);
   DeviceBuffer<std::int32_t> dlabels = device_copy(labels);
-  RESIDENT_CUDA_CHECK(cudaMemsetAsync(logits.data(), 0xFF, logits.bytes(), ctx.stream()));
-  RESIDENT_CUDA_CHECK(cudaMemsetAsync(dlogits.data(), 0xFF, dlogits.bytes(), ctx.stream()));
-  model.slab().upload(SlabPart::Grads, grads0, ctx.stream());
-  model.forward(ctx, dx.data(), batch, logits.data());
-  kd::launch_cross_entropy_loss(loss.data(), dlogits.data(), logits.data(), dlabels.data(), batch,
-                                shape.outputs, 1.0f, ctx.stream());
-  model.backward(ctx, dx.data(), dlogits.data(), batch);
-  ctx.synchronize();
-  std::vector<float> grads = model.slab().download(SlabPart::Grads, ctx.stream());
-  for (std::size_t i = 0; i < grads.size(); ++i) grads[i] -= grads0[i];
+  const std::vector<float> grads =
+      th::run_poisoned_step(model, ctx, dx.data(), batch, logits, dlogits, grads0, [&] {
+        kd::launch_cross_entropy_loss(loss.data(), dlogits.data(), logits.data(), dlabels.data(),
+                                      batch, shape.outputs, 1.0f, ctx.stream());
+      });
 
   const std::vector<double> want = ref::tlob_forward(dims, params, x, batch);
   const double want_loss = ref::cross_entropy(want, labels, batch, shape.outputs);
@@ -284,16 +280,8 @@ TEST(TlobModel, BenchmarkShapeStep) {
   DeviceBuffer<float> logits(batch * 3), dlogits(batch * 3), loss(1);
   const TrainStep step{model, x.data(), dlabels.data(), logits.data(), dlogits.data(),
                        loss.data(), batch, resident::nn::AdamWConfig{}};
-  step.enqueue(ctx);
-  ctx.synchronize();
-  EXPECT_TRUE(std::isfinite(loss.download()[0]));
-  const th::StepGraph graph(ctx.stream(), cudaStreamCaptureModeThreadLocal,
-                            [&] { step.enqueue(ctx); });
-  for (int i = 0; i < 3; ++i) graph.launch(ctx.stream());
-  ctx.synchronize();
-  const double ms = th::mean_wall_ms(ctx, 20, [&] { graph.launch(ctx.stream()); });
+  const double ms = th::expect_wall_timed_step(ctx, [&] { step.enqueue(ctx); }, loss, 3, 20);
   std::printf("TLOB train step (graph replay, batch 256): %.3f ms (target <= 2.5 ms)\n", ms);
-  EXPECT_TRUE(std::isfinite(loss.download()[0]));
 }
 
 }  // namespace

@@ -163,25 +163,11 @@ TEST(XlstmModel, LargeInputGatesStayFiniteAndExact) {
 }
 
 void graph_equals_eager(const XlstmConfig& config) {
-  const ModelShape shape{64, 32, 1, 96};
-  const std::size_t batch = 96;
-  StreamContext ctx;
-  XlstmModel eager(shape, config, 81), graphed(shape, config, 81);
-  std::mt19937_64 rng(82);
-  th::MseStepBuffers buffers(batch * 64 * 32, batch, rng);
-  resident::nn::AdamWConfig adamw;
-  adamw.weight_decay = 0.01;
-  const th::MseTrainStep a = buffers.step(&eager, batch, adamw);
-  th::MseTrainStep b = a;
-  b.model = &graphed;
-  th::run_eager_then_replayed(ctx, 3, [&] { a.enqueue(ctx); }, [&] { b.enqueue(ctx); });
-  const std::size_t compared = th::expect_replay_equals_eager(
-      eager.slab(), graphed.slab(), XlstmModel(shape, config, 81).slab(), ctx.stream());
-  if (compared == 0) return;
-  EXPECT_EQ(eager.slab().read_step(ctx.stream()), 3u);
-  EXPECT_EQ(graphed.slab().read_step(ctx.stream()), 3u);
+  const th::ReplayComparison r = th::expect_mse_graph_replay_equals_eager<XlstmModel>(
+      96, ModelShape{64, 32, 1, 96}, config, 81);
+  if (r.compared == 0) return;
   std::printf("%s: 3 eager steps and 3 graph replays, %zu parameters equal bit for bit\n",
-              eager.describe().c_str(), compared);
+              r.description.c_str(), r.compared);
 }
 
 TEST(XlstmModel, GraphReplayEqualsEagerBitForBit) {
