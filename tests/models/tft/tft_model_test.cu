@@ -30,10 +30,12 @@
 #include "tests/models/support/agreement.h"
 #include "tests/models/support/graph_step.h"
 #include "tests/models/support/harness_values.h"
+#include "tests/models/support/poisoned_step.h"
 #include "tests/models/support/reference_params.h"
 #include "tests/reference/nn_reference.h"
 #include "tests/reference/tft_reference.h"
 #include "tests/support/gpu.h"
+#include "tests/support/slab_values.h"
 
 namespace {
 
@@ -90,29 +92,24 @@ void check_against_reference(const TftConfig& config, const ModelShape& shape, s
   const std::vector<float> yf = to_float(random_values(rows, -1.0, 1.0, rng));
   const std::vector<double> y(yf.begin(), yf.end());
   const std::vector<double> taus(config.quantiles.begin(), config.quantiles.end());
-  std::vector<float> grads0(model.slab().total_elements());
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  for (float& g : grads0) g = u(rng);
+  // Random in the tensors, 0 in the padding between them (ParamSlab::upload refuses a nonzero
+  // padding element; every tensor starts at a multiple of 64 floats).
+  const std::vector<float> grads0 = th::random_slab_values(model.slab(), rng);
 
   const std::size_t n = rows * K;
   DeviceBuffer<float> dx = device_copy(xf), dy = device_copy(yf);
   DeviceBuffer<float> dtaus = device_copy(config.quantiles);
   DeviceBuffer<float> pred(n), dpred(n), loss(1);
   DeviceBuffer<float> partials(resident::kernels::loss_partials_count(n));
-  RESIDENT_CUDA_CHECK(cudaMemsetAsync(pred.data(), 0xFF, pred.bytes(), ctx.stream()));
-  RESIDENT_CUDA_CHECK(cudaMemsetAsync(dpred.data(), 0xFF, dpred.bytes(), ctx.stream()));
-  model.slab().upload(SlabPart::Grads, grads0, ctx.stream());
-  model.forward(ctx, dx.data(), batch, pred.data());
-  resident::kernels::launch_pinball_loss(loss.data(), partials.data(), partials.size(),
-                                         pred.data(), dy.data(), dtaus.data(), rows, K,
-                                         ctx.stream());
-  resident::kernels::launch_pinball_loss_backward(dpred.data(), pred.data(), dy.data(),
-                                                  dtaus.data(), rows, K, 1.0f,
-                                                  resident::nn::GradMode::Overwrite, ctx.stream());
-  model.backward(ctx, dx.data(), dpred.data(), batch);
-  ctx.synchronize();
-  std::vector<float> grads = model.slab().download(SlabPart::Grads, ctx.stream());
-  for (std::size_t i = 0; i < grads.size(); ++i) grads[i] -= grads0[i];
+  const std::vector<float> grads =
+      th::run_poisoned_step(model, ctx, dx.data(), batch, pred, dpred, grads0, [&] {
+        resident::kernels::launch_pinball_loss(loss.data(), partials.data(), partials.size(),
+                                               pred.data(), dy.data(), dtaus.data(), rows, K,
+                                               ctx.stream());
+        resident::kernels::launch_pinball_loss_backward(
+            dpred.data(), pred.data(), dy.data(), dtaus.data(), rows, K, 1.0f,
+            resident::nn::GradMode::Overwrite, ctx.stream());
+      });
 
   ref::TftForwardDetail detail;
   const std::vector<double> want = ref::tft_forward(dims, params, x, batch, &detail);
@@ -261,16 +258,9 @@ TEST(TftModel, BenchmarkShapeStep) {
   std::printf("%s: %zu parameters\n", model->describe().c_str(), model->slab().total_elements());
   StepBuffers buffers(shape, batch, model->config(), 5);
   const TrainStep step = buffers.step(model, shape, batch, model->config());
-  step.enqueue(ctx);
-  ctx.synchronize();
-  EXPECT_TRUE(std::isfinite(buffers.loss.download()[0]));
-  const th::StepGraph graph(ctx.stream(), cudaStreamCaptureModeThreadLocal,
-                            [&] { step.enqueue(ctx); });
-  for (int i = 0; i < 3; ++i) graph.launch(ctx.stream());
-  ctx.synchronize();
-  const double ms = th::mean_wall_ms(ctx, 20, [&] { graph.launch(ctx.stream()); });
+  const double ms =
+      th::expect_wall_timed_step(ctx, [&] { step.enqueue(ctx); }, buffers.loss, 3, 20);
   std::printf("TFT train step (graph replay, batch 256): %.3f ms (target <= 1.2 ms)\n", ms);
-  EXPECT_TRUE(std::isfinite(buffers.loss.download()[0]));
 }
 
 }  // namespace
