@@ -2,16 +2,19 @@
 // its progress, e.g.
 //   resident-train dqn-cartpole --seed 3 --lr 2.5e-4 --log runs/dqn-3.jsonl
 //   resident-train ppo-cartpole --seed 1 --env-steps 1000000
+//   resident-train dqn-trading --alpha 0 --signal-strength 0.5 --log runs/dqn-trading.jsonl
 //   resident-train kan --synthetic --epochs 20
 //   resident-train mamba2 --csv prices.csv --target-columns close --checkpoint ckpt --resume
-// RL tasks stop when the mean return of the last 100 episodes reaches --target (default 475), or
-// when --env-steps are spent. A model trains until --epochs or early stopping (--patience), then
-// keeps its best validation epoch's parameters. `--log FILE` writes a header record and one JSON
-// line per progress line (reports/curves draws them), each flushed as it is written.
-// Exit status: 0 when the target was reached (RL) or training finished (models), 3 when an RL
-// target was not reached, 2 on bad usage (a bad option or a config value out of its range: one
-// line naming it, and the usage text), 4 when no NVIDIA GPU is usable (one line with the CUDA
-// runtime's reason), 1 on any other error (the data, a file, the GPU run).
+// RL tasks stop when the mean return of the last 100 episodes reaches --target (CartPole default
+// 475; the trading tasks have none by default), or when --env-steps are spent. A model trains
+// until --epochs or early stopping (--patience), then keeps its best validation epoch's
+// parameters. `--log FILE` writes a header record and one JSON line per progress line
+// (reports/curves draws them), each flushed as it is written.
+// Exit status: 0 when the target was reached (RL), an RL run without a target spent its budget,
+// or training finished (models); 3 when an RL target was not reached; 2 on bad usage (a bad
+// option or a config value out of its range: one line naming it, and the usage text); 4 when no
+// NVIDIA GPU is usable (one line with the CUDA runtime's reason); 1 on any other error (the
+// data, a file, the GPU run).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -40,6 +43,7 @@
 #include "lib/rl/dqn/dqn_trainer.h"
 #include "lib/rl/ppo/cartpole_vector_env.h"
 #include "lib/rl/ppo/ppo_trainer.h"
+#include "lib/rl/ppo/trading_vector_env.h"
 
 namespace {
 
@@ -49,24 +53,46 @@ constexpr const char* kUsage = R"(usage: resident-train TASK [options]
 TASK
   dqn-cartpole    double DQN with GPU prioritized replay on CartPole-v1 (16 envs)
   ppo-cartpole    PPO on CartPole-v1 (4 envs x 128 steps, CleanRL's setting)
+  dqn-trading     double DQN with GPU prioritized replay on the trading env (32 envs, window 9)
+                  over the seeded synthetic market (long/flat/short, a transaction cost)
+  ppo-trading     PPO on the trading env (128 envs x 128 steps, window 4) over the same market
 
-options (defaults are the task's tested learning config)
-  --seed N           random seed (default 1)
-  --env-steps N      env-step budget (default 500000 for DQN, 1000000 for PPO)
-  --target R         stop when the mean of the last 100 episode returns reaches R (default 475)
-  --lr X             learning rate
-  --envs N           vector environments
-  --hidden A,B,...   hidden layer widths
+options (defaults are the task's tested learning config; "C" cartpole, "T" trading)
+  --seed N           random seed (default 1; dqn-trading 5, ppo-trading 3)
+  --env-steps N      env-step budget (default: dqn-cartpole 500000, ppo-cartpole 1000000,
+                     dqn-trading 256000, ppo-trading 4915200)
+  --target R         stop when the mean of the last 100 episode returns reaches R (default: C
+                     475; T none: the run spends its budget and exits 0)
+  --lr X             learning rate (default 2.5e-4; ppo-trading 3e-4)
+  --envs N           vector environments (default: dqn-cartpole 16, ppo-cartpole 4,
+                     dqn-trading 32, ppo-trading 128)
+  --hidden A,B,...   hidden layer widths (default: dqn-cartpole 256,256, ppo-cartpole 64,64,
+                     dqn-trading 128,128, ppo-trading 64,64)
   --log FILE         write the learning curve as JSON lines: a header (task, config, commit,
                      GPU), one record per progress line (env steps, episodes, last-100 mean
                      return, losses, wall seconds) and an end record, each flushed as written
-  DQN only:
-  --batch N          replay batch
-  --grad-steps N     gradient steps per vector env step
-  --tau X            Polyak coefficient of the target network (1 = hard copy)
-  --target-period N  gradient steps between target updates
-  --epsilon-steps N  env steps over which epsilon decays from 1 to 0.01
-  --replay N         replay capacity (transitions)
+  DQN only (default C / T):
+  --batch N          replay batch (128 / 128)
+  --grad-steps N     gradient steps per vector env step (4 / 2)
+  --tau X            Polyak coefficient of the target network, 1 = hard copy (0.005 / 0.01)
+  --target-period N  gradient steps between target updates (1 / 1)
+  --epsilon-steps N  env steps over which epsilon decays from 1 to its end, 0.01 / 0.05
+                     (30000 / 50000)
+  --replay N         replay capacity in transitions (500000 / 200000)
+  --alpha X          priority exponent, >= 0; 0 = uniform replay (0.6)
+  --beta-start X     importance-sampling exponent at the first draw, [0, 1] (0.4)
+  --beta-max X       importance-sampling exponent after annealing, [beta-start, 1] (1)
+  --beta-steps N     replay draws over which beta anneals linearly to --beta-max; 0 = --beta-max
+                     from the start (100000)
+  --priority-epsilon X  added to |TD error| before the exponent, > 0 (1e-6)
+  trading only (the synthetic market; default dqn-trading / ppo-trading):
+  --market-seed N       seed of the synthetic market series (7)
+  --market-steps N      steps of the series (50000)
+  --signal-strength X   how often the signal feature has the next return's sign,
+                        (1 + X) / 2, in [0, 1] (0.3)
+  --window N            feature rows per observation (9 / 4)
+  --episode-length N    steps per episode (100)
+  --cost X              transaction cost per unit of position change, >= 0 (0.0002)
   -h, --help         this text
 )";
 
@@ -283,6 +309,14 @@ std::vector<std::size_t> widths(const std::string& flag, const std::string& text
   return out;
 }
 
+// A mean episode return as progress lines print it: CartPole's returns are step counts (up to
+// 500), a trading episode's return is a sum of log returns less costs (about 1e-3).
+std::string return_text(double mean_return, bool trading) {
+  char text[32];
+  std::snprintf(text, sizeof text, trading ? "%+.5f" : "%6.1f", mean_return);
+  return text;
+}
+
 // The mean return of the last `window` episodes, fed with (mean, count) batches.
 class RecentReturns {
  public:
@@ -303,42 +337,146 @@ class RecentReturns {
   std::deque<double> returns_;
 };
 
-const OptionSpec kDqnOptions{{"--seed", "--env-steps", "--target", "--lr", "--envs", "--hidden",
-                               "--batch", "--grad-steps", "--tau", "--target-period",
-                               "--epsilon-steps", "--replay", "--log"},
-                              {}};
-const OptionSpec kPpoOptions{
-    {"--seed", "--env-steps", "--target", "--lr", "--envs", "--hidden", "--log"}, {}};
+const std::set<std::string> kRlValued{"--seed", "--env-steps", "--target", "--lr",
+                                      "--envs", "--hidden",    "--log"};
+const std::set<std::string> kDqnValued{"--batch",        "--grad-steps", "--tau",
+                                       "--target-period", "--epsilon-steps", "--replay",
+                                       "--alpha",        "--beta-start", "--beta-max",
+                                       "--beta-steps",   "--priority-epsilon"};
+const std::set<std::string> kMarketValued{"--market-seed", "--market-steps", "--signal-strength",
+                                          "--window",      "--episode-length", "--cost"};
 
-double target_of(const Options& o) {
+// The options of an RL task: the common ones, DQN's, and the trading market's.
+OptionSpec rl_options(bool dqn, bool trading) {
+  OptionSpec spec{kRlValued, {}};
+  if (dqn) spec.valued.insert(kDqnValued.begin(), kDqnValued.end());
+  if (trading) spec.valued.insert(kMarketValued.begin(), kMarketValued.end());
+  return spec;
+}
+
+// --target R when given, else `fallback` (none: the run spends its budget and exits 0).
+std::optional<double> target_of(const Options& o, std::optional<double> fallback) {
   const auto it = o.find("--target");
-  return it == o.end() ? 475.0 : number("--target", it->second);
+  return it == o.end() ? fallback : std::optional<double>(number("--target", it->second));
+}
+
+// The synthetic market of the trading learning tests (tests/rl/dqn/dqn_learning_test.cu,
+// tests/rl/ppo/ppo_trading_learning_test.cu): seed 7, 50,000 steps, signal strength 0.3, no
+// mean reversion and no trend drift (the signal is the only learnable structure).
+resident::SyntheticMarketConfig tested_market(std::size_t noise_features) {
+  resident::SyntheticMarketConfig m;
+  m.seed = 7;
+  m.steps = 50000;
+  m.signal_strength = 0.3;
+  m.noise_feature_count = noise_features;
+  m.mean_reversion = 0.0;
+  m.trend_drift = 0.0;
+  return m;
+}
+
+// The trading env's options from the command line; validated with the trainer's config.
+struct TradingOptions {
+  resident::SyntheticMarketConfig market;
+  std::size_t window = 0;
+  std::size_t episode_length = 100;
+  float cost = 0.0002f;
+};
+
+void apply_market_options(const Options& o, TradingOptions& t) {
+  for (const auto& [flag, value] : o) {
+    if (flag == "--market-seed") t.market.seed = count(flag, value);
+    else if (flag == "--market-steps") t.market.steps = count(flag, value);
+    else if (flag == "--signal-strength") t.market.signal_strength = number(flag, value);
+    else if (flag == "--window") t.window = count(flag, value);
+    else if (flag == "--episode-length") t.episode_length = count(flag, value);
+    else if (flag == "--cost") t.cost = static_cast<float>(number(flag, value));
+  }
+}
+
+void add_market(resident::JsonRecord& config, const TradingOptions& t) {
+  config.add("market", "synthetic").add("market_seed", t.market.seed)
+      .add("market_steps", t.market.steps).add("signal_strength", t.market.signal_strength)
+      .add("noise_features", t.market.noise_feature_count).add("window", t.window)
+      .add("episode_length", t.episode_length).add("cost_per_unit", t.cost);
 }
 
 // {"record": "progress", "task", "seed", "env_steps", "episodes", "mean_return_100", "wall_s",
 //  and the task's losses}; mean_return_100 is over the episodes done so far while fewer than 100.
-resident::JsonRecord progress_record(const char* task, std::uint64_t seed, std::uint64_t env_steps,
-                                     std::uint64_t episodes, double mean_return, double seconds) {
+resident::JsonRecord progress_record(const std::string& task, std::uint64_t seed,
+                                     std::uint64_t env_steps, std::uint64_t episodes,
+                                     double mean_return, double seconds) {
   resident::JsonRecord r;
   r.add("record", "progress").add("task", task).add("seed", seed).add("env_steps", env_steps)
       .add("episodes", episodes).add("mean_return_100", mean_return).add("wall_s", seconds);
   return r;
 }
 
-resident::JsonRecord end_record(const char* task, std::uint64_t seed, bool reached, double target,
+// {"record": "end", "task", "seed", "reached", "target", "env_steps", "wall_s"}; without a
+// target "reached" and "target" are left out.
+resident::JsonRecord end_record(const std::string& task, std::uint64_t seed,
+                                std::optional<double> target, bool reached,
                                 std::uint64_t env_steps, double seconds) {
   resident::JsonRecord r;
-  r.add("record", "end").add("task", task).add("seed", seed).add("reached", reached)
-      .add("target", target).add("env_steps", env_steps).add("wall_s", seconds);
+  r.add("record", "end").add("task", task).add("seed", seed);
+  if (target) r.add("reached", reached).add("target", *target);
+  r.add("env_steps", env_steps).add("wall_s", seconds);
   return r;
 }
 
-int train_dqn(const Options& o, const std::string& command) {
+// The last line of an RL run and its exit status: 0 when the target was reached or there was
+// none, 3 when it was not reached.
+int finish_rl(const char* algo, std::uint64_t seed, std::optional<double> target, bool reached,
+              std::uint64_t env_steps) {
+  if (target)
+    std::printf("%s seed %llu: %s %g at %llu env steps\n", algo,
+                static_cast<unsigned long long>(seed), reached ? "reached" : "did NOT reach",
+                *target, static_cast<unsigned long long>(env_steps));
+  else
+    std::printf("%s seed %llu: done, %llu env steps\n", algo,
+                static_cast<unsigned long long>(seed),
+                static_cast<unsigned long long>(env_steps));
+  return !target || reached ? 0 : 3;
+}
+
+// The DQN trading config of tests/rl/dqn/dqn_learning_test.cu (its out-of-sample test passes
+// on an H200): 32 envs, window 9 x 7 features + position, 128-128 network, batch 128, 2
+// gradient steps per vector step, 200k replay, gamma 0.5, reward scale 100, lr 2.5e-4, Polyak
+// 0.01 every step, epsilon 1 -> 0.05 over 50k env steps, 500 vector steps per epoch, seed 5.
+resident::dqn::DqnConfig dqn_trading_config() {
   using namespace resident::dqn;
-  const double target = target_of(o);
-  DqnConfig c = cartpole_learning_config();  // the config the learning tests hold to
-  c.seed = 1;
-  std::size_t budget = 500000;
+  DqnConfig c;
+  c.env = DqnEnvKind::Trading;
+  c.trading.market = tested_market(5);
+  c.trading.window = 9;
+  c.trading.episode_length = 100;
+  c.trading.cost_per_unit = 0.0002f;
+  c.env_count = 32;
+  c.hidden = {128, 128};
+  c.batch = 128;
+  c.gradient_steps_per_env_step = 2;
+  c.replay_capacity = 200000;
+  c.learning_starts = 5000;
+  c.epsilon = {1.0, 0.05, 50000};
+  c.gamma = 0.5;
+  c.reward_scale = 100.0f;
+  c.adamw.lr = 2.5e-4;
+  c.tau = 0.01;
+  c.target_update_period = 1;
+  c.steps_per_epoch = 500;
+  c.seed = 5;
+  return c;
+}
+
+int train_dqn(const std::string& task, const Options& o, const std::string& command) {
+  using namespace resident::dqn;
+  const bool trading = task == "dqn-trading";
+  const std::optional<double> target = target_of(o, trading ? std::nullopt
+                                                            : std::optional<double>(475.0));
+  DqnConfig c = trading ? dqn_trading_config() : cartpole_learning_config();
+  if (!trading) c.seed = 1;
+  std::size_t budget = trading ? 256000 : 500000;  // trading: the test's 16 epochs of 16,000
+  TradingOptions t{c.trading.market, c.trading.window, c.trading.episode_length,
+                   c.trading.cost_per_unit};
   for (const auto& [flag, value] : o) {
     if (flag == "--seed") c.seed = count(flag, value);
     else if (flag == "--env-steps") budget = count(flag, value);
@@ -351,55 +489,100 @@ int train_dqn(const Options& o, const std::string& command) {
     else if (flag == "--target-period") c.target_update_period = count(flag, value);
     else if (flag == "--epsilon-steps") c.epsilon.decay_env_steps = count(flag, value);
     else if (flag == "--replay") c.replay_capacity = count(flag, value);
+    else if (flag == "--alpha") c.priority_alpha = number(flag, value);
+    else if (flag == "--beta-start") c.beta_start = number(flag, value);
+    else if (flag == "--beta-max") c.beta_max = number(flag, value);
+    else if (flag == "--beta-steps") c.beta_annealing_steps = count(flag, value);
+    else if (flag == "--priority-epsilon") c.priority_epsilon = number(flag, value);
   }
-  validate_as_usage(c, "dqn-cartpole");
+  if (trading) {
+    apply_market_options(o, t);
+    c.trading.market = t.market;
+    c.trading.window = t.window;
+    c.trading.episode_length = t.episode_length;
+    c.trading.cost_per_unit = t.cost;
+  }
+  validate_as_usage(c, task);
   RunLog log(o, false);
   require_gpu();
   resident::JsonRecord config;
-  config.add("env_steps_budget", budget).add("target", target).add("env_count", c.env_count)
+  config.add("env_steps_budget", budget);
+  if (target) config.add("target", *target);
+  config.add("env_count", c.env_count)
       .add("hidden", widths_text(c.hidden)).add("lr", c.adamw.lr).add("batch", c.batch)
       .add("gradient_steps_per_env_step", c.gradient_steps_per_env_step).add("tau", c.tau)
       .add("target_update_period", c.target_update_period)
       .add("epsilon_decay_env_steps", c.epsilon.decay_env_steps)
-      .add("replay_capacity", c.replay_capacity).add("gamma", c.gamma)
-      .add("learning_starts", c.learning_starts).add("steps_per_epoch", c.steps_per_epoch);
-  log.header("rl", "dqn-cartpole", c.seed, command, config);
+      .add("replay_capacity", c.replay_capacity).add("priority_alpha", c.priority_alpha)
+      .add("beta_start", c.beta_start).add("beta_max", c.beta_max)
+      .add("beta_annealing_steps", c.beta_annealing_steps)
+      .add("priority_epsilon", c.priority_epsilon).add("gamma", c.gamma)
+      .add("reward_scale", c.reward_scale).add("learning_starts", c.learning_starts)
+      .add("steps_per_epoch", c.steps_per_epoch);
+  if (trading) add_market(config, t);
+  log.header("rl", task, c.seed, command, config);
   DqnTrainer trainer(c);
+  // Trading epochs are 16,000 env steps (16 in the default budget): a line each.
+  const std::uint64_t print_every = trading ? 1 : 10;
   const auto start = std::chrono::steady_clock::now();
   while (true) {
     const DqnEpochMetrics m = trainer.train_epoch();
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    const bool reached = m.episodes >= 100 && m.mean_recent_return >= target;
+    const bool reached = target && m.episodes >= 100 && m.mean_recent_return >= *target;
     const bool spent = m.env_steps >= budget;
-    if (m.epoch % 10 == 0 || reached || spent) {
+    if (m.epoch % print_every == 0 || reached || spent) {
       std::printf("dqn seed %llu: %8llu env steps, %7llu gradient steps, %5u episodes, last-100 "
-                  "mean %6.1f, loss %.4g, %.1f s\n",
+                  "mean %s, loss %.4g, %.1f s\n",
                   static_cast<unsigned long long>(c.seed),
                   static_cast<unsigned long long>(m.env_steps),
                   static_cast<unsigned long long>(m.gradient_steps), m.episodes,
-                  m.mean_recent_return, m.mean_loss, seconds);
+                  return_text(m.mean_recent_return, trading).c_str(), m.mean_loss, seconds);
       std::fflush(stdout);
-      log.write(progress_record("dqn-cartpole", c.seed, m.env_steps, m.episodes,
-                                m.mean_recent_return, seconds)
+      log.write(progress_record(task, c.seed, m.env_steps, m.episodes, m.mean_recent_return,
+                                seconds)
                     .add("gradient_steps", m.gradient_steps)
                     .add("loss", m.mean_loss));
     }
     if (reached || spent) {
-      std::printf("dqn seed %llu: %s %.0f at %llu env steps\n",
-                  static_cast<unsigned long long>(c.seed), reached ? "reached" : "did NOT reach",
-                  target, static_cast<unsigned long long>(m.env_steps));
-      log.write(end_record("dqn-cartpole", c.seed, reached, target, m.env_steps, seconds));
-      return reached ? 0 : 3;
+      log.write(end_record(task, c.seed, target, reached, m.env_steps, seconds));
+      return finish_rl("dqn", c.seed, target, reached, m.env_steps);
     }
   }
 }
 
-int train_ppo(const Options& o, const std::string& command) {
+// The PPO trading config of tests/rl/ppo/ppo_trading_learning_test.cu (its out-of-sample test
+// passes on an H200): 128 envs x 128 steps, window 4 x 5 features + position, 64-64 tanh
+// networks, 4 epochs of 4 minibatches, lr 3e-4 annealed, gamma 0.5, GAE 0.95, entropy 0.01,
+// seed 3 (the env's start draws use the trainer's seed, so the env is built once).
+void ppo_trading_config(resident::ppo::PpoConfig& p, resident::ppo::TradingVectorEnvConfig& e) {
+  e.market = tested_market(3);
+  e.env_count = 128;
+  e.window = 4;
+  e.episode_length = 100;
+  e.cost_per_unit = 0.0002f;
+  e.seed = 3;
+  p.env_count = e.env_count;
+  p.rollout_steps = 128;
+  p.epochs = 4;
+  p.minibatches = 4;
+  p.hidden = {64, 64};
+  p.learning_rate = 3e-4;
+  p.gamma = 0.5;  // a position earns at once; only the next step's cost links the steps
+  p.gae_lambda = 0.95;
+  p.entropy_coef = 0.01;
+  p.seed = e.seed;
+}
+
+int train_ppo(const std::string& task, const Options& o, const std::string& command) {
   using namespace resident::ppo;
-  const double target = target_of(o);
+  const bool trading = task == "ppo-trading";
+  const std::optional<double> target = target_of(o, trading ? std::nullopt
+                                                            : std::optional<double>(475.0));
   PpoConfig c;  // CleanRL's CartPole setting (tests/rl/ppo/ppo_trainer_test.cu)
-  std::size_t budget = 1000000;
+  TradingVectorEnvConfig e;
+  if (trading) ppo_trading_config(c, e);
+  std::size_t budget = trading ? 4915200 : 1000000;  // trading: the test's 300 updates
   for (const auto& [flag, value] : o) {
     if (flag == "--seed") c.seed = count(flag, value);
     else if (flag == "--env-steps") budget = count(flag, value);
@@ -409,51 +592,68 @@ int train_ppo(const Options& o, const std::string& command) {
   }
   const std::size_t per_update = c.env_count * c.rollout_steps;
   c.total_updates = std::max<std::size_t>(budget / std::max<std::size_t>(per_update, 1), 1);
-  validate_as_usage(c, "ppo-cartpole");
+  validate_as_usage(c, task);
+  TradingOptions t{e.market, e.window, e.episode_length, e.cost_per_unit};
+  if (trading) {
+    apply_market_options(o, t);
+    e.market = t.market;
+    e.window = t.window;
+    e.episode_length = t.episode_length;
+    e.cost_per_unit = t.cost;
+    e.env_count = c.env_count;
+    e.seed = c.seed;
+    validate_as_usage(e, task + " env");
+  }
   RunLog log(o, false);
   require_gpu();
   resident::JsonRecord config;
-  config.add("env_steps_budget", budget).add("target", target).add("env_count", c.env_count)
+  config.add("env_steps_budget", budget);
+  if (target) config.add("target", *target);
+  config.add("env_count", c.env_count)
       .add("hidden", widths_text(c.hidden)).add("lr", c.learning_rate)
       .add("rollout_steps", c.rollout_steps).add("epochs", c.epochs)
       .add("minibatches", c.minibatches).add("total_updates", c.total_updates)
       .add("gamma", c.gamma).add("gae_lambda", c.gae_lambda).add("clip_coef", c.clip_coef)
       .add("entropy_coef", c.entropy_coef).add("value_coef", c.value_coef);
-  log.header("rl", "ppo-cartpole", c.seed, command, config);
-  CartPoleVectorEnv env(c.env_count);
-  PpoTrainer trainer(c, env);
+  if (trading) add_market(config, t);
+  log.header("rl", task, c.seed, command, config);
+  std::unique_ptr<resident::VectorEnv> env;
+  if (trading) env = std::make_unique<TradingVectorEnv>(e);
+  else env = std::make_unique<CartPoleVectorEnv>(c.env_count);
+  PpoTrainer trainer(c, *env);
   RecentReturns recent(100);
   std::uint64_t episodes = 0;
+  // Trading: 300 updates in the default budget, a line every 25 (the test's cadence).
+  const std::size_t print_every = trading ? 25 : 50;
   const auto start = std::chrono::steady_clock::now();
   for (std::size_t u = 0; u < c.total_updates; ++u) {
     const PpoUpdateResult r = trainer.train_update();
     if (r.episodes > 0) recent.add(r.mean_episode_return, r.episodes);
     episodes += r.episodes;
     const std::size_t steps = (u + 1) * per_update;
-    const bool reached = recent.full() && recent.mean() >= target;
+    const bool reached = target && recent.full() && recent.mean() >= *target;
     const bool last = u + 1 == c.total_updates;
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (u % 50 == 0 || reached || last) {
-      std::printf("ppo seed %llu: %8zu env steps, last-100 mean %6.1f, policy loss %+.4f, value "
-                  "loss %.4f, %.1f s\n",
-                  static_cast<unsigned long long>(c.seed), steps, recent.mean(), r.policy_loss,
-                  r.value_loss, seconds);
+    if (u % print_every == 0 || reached || last) {
+      std::printf("ppo seed %llu: %8zu env steps, last-100 mean %s, policy loss %+.4f, value "
+                  "loss %.4g, %.1f s\n",
+                  static_cast<unsigned long long>(c.seed), steps,
+                  return_text(recent.mean(), trading).c_str(), r.policy_loss, r.value_loss,
+                  seconds);
       std::fflush(stdout);
-      log.write(progress_record("ppo-cartpole", c.seed, steps, episodes, recent.mean(), seconds)
+      log.write(progress_record(task, c.seed, steps, episodes, recent.mean(), seconds)
                     .add("policy_loss", r.policy_loss)
                     .add("value_loss", r.value_loss));
     }
     if (reached || last) {
-      std::printf("ppo seed %llu: %s %.0f at %zu env steps\n",
-                  static_cast<unsigned long long>(c.seed), reached ? "reached" : "did NOT reach",
-                  target, steps);
-      log.write(end_record("ppo-cartpole", c.seed, reached, target, steps, seconds));
-      return reached ? 0 : 3;
+      log.write(end_record(task, c.seed, target, reached, steps, seconds));
+      return finish_rl("ppo", c.seed, target, reached, steps);
     }
   }
   return 3;
 }
+
 std::vector<std::string> names(const std::string& flag, const std::string& text) {
   std::vector<std::string> out;
   std::stringstream in(text);
@@ -606,18 +806,20 @@ int main(int argc, char** argv) {
     std::string command = "resident-train";
     for (const std::string& a : args) command += " " + a;
     const std::string task = args[0];
-    if (task != "dqn-cartpole" && task != "ppo-cartpole") {
+    static const std::vector<std::string> kTasks = {"dqn-cartpole", "ppo-cartpole",
+                                                    "dqn-trading", "ppo-trading"};
+    if (std::find(kTasks.begin(), kTasks.end(), task) == kTasks.end()) {
       const std::vector<std::string> models = resident::models::supervised_model_names();
       if (std::find(models.begin(), models.end(), task) == models.end())
-        throw Usage{"unknown TASK '" + task + "'; tasks: dqn-cartpole, ppo-cartpole; models: " +
+        throw Usage{"unknown TASK '" + task + "'; tasks: " + joined(kTasks) + "; models: " +
                     joined(models)};
       return train_model(task, std::vector<std::string>(args.begin() + 1, args.end()), command);
     }
+    const bool dqn = task.rfind("dqn-", 0) == 0;
+    const bool trading = task.find("-trading") != std::string::npos;
     const Options options = parse_options(std::vector<std::string>(args.begin() + 1, args.end()),
-                                          task == "dqn-cartpole" ? kDqnOptions : kPpoOptions,
-                                          task);
-    if (task == "dqn-cartpole") return train_dqn(options, command);
-    return train_ppo(options, command);
+                                          rl_options(dqn, trading), task);
+    return dqn ? train_dqn(task, options, command) : train_ppo(task, options, command);
   } catch (const Usage& u) {
     std::fprintf(stderr, "resident-train: %s\n%s", u.message.c_str(), usage_text().c_str());
     return 2;
