@@ -17,6 +17,7 @@
 #include "kernels/nn/layer_norm.h"
 #include "kernels/nn/softmax.h"
 #include "lib/core/library_checks.h"
+#include "lib/core/scratch_carver.h"
 #include "lib/models/tft/tft_init.h"
 #include "lib/nn/linear.h"
 
@@ -62,26 +63,6 @@ void linear_back(const StreamContext& c, std::size_t rows, std::size_t in, std::
     nn::linear_backward(c, shape, {nullptr, dw, db}, x, w, dy, GradMode::Accumulate);
 }
 
-// Scratch sizes are planned and taken by the same walk: a plan first, then the takes.
-class Carver {
- public:
-  explicit Carver(ScratchArena* arena) : arena_(arena) {}
-  float* operator()(std::size_t count) {
-    if (arena_ == nullptr) {
-      plan_.add<float>(count);
-      return nullptr;
-    }
-    float* p = arena_->take<float>(count);
-    if (p != nullptr) RESIDENT_CUDA_CHECK(cudaMemset(p, 0xFF, count * sizeof(float)));  // NaN
-    return p;
-  }
-  std::size_t bytes() const { return plan_.bytes(); }
-
- private:
-  ScratchArena* arena_;
-  ScratchPlan plan_;
-};
-
 }  // namespace
 
 TftModel::TftModel(const ModelShape& shape, const TftConfig& config, std::uint64_t seed)
@@ -103,7 +84,7 @@ TftModel::TftModel(const ModelShape& shape, const TftConfig& config, std::uint64
   lstm_gate_ = {"lstm_gate", L, H, H};
   attn_gate_ = {"attn_gate", 1, H, H};
   out_gate_ = {"out_gate", 1, H, H};
-  const auto carve = [&](Carver& take) {
+  const auto carve = [&](ScratchCarver& take) {
     const auto gan = [&](Gan& g) {
       const std::size_t rows = B * g.per_sample;
       g.pre = take(rows * 2 * g.out);
@@ -186,10 +167,10 @@ TftModel::TftModel(const ModelShape& shape, const TftConfig& config, std::uint64
                                    kernels::layer_norm_backward_scratch_floats(N * F, H)});
     ln_scratch_ = take(ln_scratch_floats_);
   };
-  Carver plan(nullptr);
+  ScratchCarver plan(nullptr);
   carve(plan);
   arena_ = std::make_unique<ScratchArena>(plan.bytes());
-  Carver take(arena_.get());
+  ScratchCarver take(arena_.get());
   carve(take);
   const std::vector<float> ones(H, 1.0f);
   RESIDENT_CUDA_CHECK(cudaMemcpy(ones_, ones.data(), H * sizeof(float), cudaMemcpyHostToDevice));

@@ -13,6 +13,7 @@
 #include "kernels/nn/layer_norm.h"
 #include "kernels/nn/softmax.h"
 #include "lib/core/library_checks.h"
+#include "lib/core/scratch_carver.h"
 #include "lib/nn/linear.h"
 
 namespace resident::models {
@@ -41,26 +42,6 @@ void gemm_rm(const StreamContext& context, bool ta, bool tb, std::size_t M, std:
       i(K), &alpha, B, i(ldb), l(sb), A, i(lda), l(sa), &beta, C, i(ldc), l(sc), i(count)));
 }
 
-// Scratch sizes are planned and taken by the same walk: a plan first, then the takes.
-class Carver {
- public:
-  explicit Carver(ScratchArena* arena) : arena_(arena) {}
-  float* operator()(std::size_t count) {
-    if (arena_ == nullptr) {
-      plan_.add<float>(count);
-      return nullptr;
-    }
-    float* p = arena_->take<float>(count);
-    if (p != nullptr) RESIDENT_CUDA_CHECK(cudaMemset(p, 0xFF, count * sizeof(float)));  // NaN
-    return p;
-  }
-  std::size_t bytes() const { return plan_.bytes(); }
-
- private:
-  ScratchArena* arena_;
-  ScratchPlan plan_;
-};
-
 }  // namespace
 
 TlobModel::TlobModel(const ModelShape& shape, const TlobConfig& config, std::uint64_t seed)
@@ -77,7 +58,7 @@ TlobModel::TlobModel(const ModelShape& shape, const TlobConfig& config, std::uin
   const std::vector<TlobLayerDims> dims = tlob_layer_dims(config_, shape_);
   const std::vector<std::size_t> widths = tlob_head_widths(config_, shape_);
   // One walk over every buffer: planned with a null arena, then taken in the same order.
-  const auto carve = [&](Carver& take) {
+  const auto carve = [&](ScratchCarver& take) {
     pos_ = take(L * H);
     xb_ = take(B * L * F);
     z1_ = take(B * L * F);
@@ -135,10 +116,10 @@ TlobModel::TlobModel(const ModelShape& shape, const TlobConfig& config, std::uin
     ln_scratch_ = take(ln_scratch_floats_);
     bin_partials_ = take(kt::bin_partials_floats(B, L, F));
   };
-  Carver plan(nullptr);
+  ScratchCarver plan(nullptr);
   carve(plan);
   arena_ = std::make_unique<ScratchArena>(plan.bytes());
-  Carver take(arena_.get());
+  ScratchCarver take(arena_.get());
   carve(take);
 
   std::vector<float> pos(L * H, 0.0f);
