@@ -438,33 +438,10 @@ int finish_rl(const char* algo, std::uint64_t seed, std::optional<double> target
   return !target || reached ? 0 : 3;
 }
 
-// The DQN trading config of tests/rl/dqn/dqn_learning_test.cu (its out-of-sample test passes
-// on an H200): 32 envs, window 9 x 7 features + position, 128-128 network, batch 128, 2
-// gradient steps per vector step, 200k replay, gamma 0.5, reward scale 100, lr 2.5e-4, Polyak
-// 0.01 every step, epsilon 1 -> 0.05 over 50k env steps, 500 vector steps per epoch, seed 5.
+// The DQN trading config the learning test holds to (dqn::trading_learning_config), on the
+// tested market.
 resident::dqn::DqnConfig dqn_trading_config() {
-  using namespace resident::dqn;
-  DqnConfig c;
-  c.env = DqnEnvKind::Trading;
-  c.trading.market = tested_market(5);
-  c.trading.window = 9;
-  c.trading.episode_length = 100;
-  c.trading.cost_per_unit = 0.0002f;
-  c.env_count = 32;
-  c.hidden = {128, 128};
-  c.batch = 128;
-  c.gradient_steps_per_env_step = 2;
-  c.replay_capacity = 200000;
-  c.learning_starts = 5000;
-  c.epsilon = {1.0, 0.05, 50000};
-  c.gamma = 0.5;
-  c.reward_scale = 100.0f;
-  c.adamw.lr = 2.5e-4;
-  c.tau = 0.01;
-  c.target_update_period = 1;
-  c.steps_per_epoch = 500;
-  c.seed = 5;
-  return c;
+  return resident::dqn::trading_learning_config(tested_market(5));
 }
 
 int train_dqn(const std::string& task, const Options& o, const std::string& command) {

@@ -164,4 +164,28 @@ DqnConfig cartpole_learning_config() {
   return c;
 }
 
+DqnConfig trading_learning_config(const SyntheticMarketConfig& market) {
+  DqnConfig c;
+  c.env = DqnEnvKind::Trading;
+  c.trading.market = market;
+  c.trading.window = 9;
+  c.trading.episode_length = 100;
+  c.trading.cost_per_unit = 0.0002f;
+  c.env_count = 32;
+  c.hidden = {128, 128};
+  c.batch = 128;
+  c.gradient_steps_per_env_step = 2;
+  c.replay_capacity = 200000;
+  c.learning_starts = 5000;
+  c.epsilon = {1.0, 0.05, 50000};
+  c.gamma = 0.5;
+  c.reward_scale = 100.0f;
+  c.adamw.lr = 2.5e-4;
+  c.tau = 0.01;
+  c.target_update_period = 1;
+  c.steps_per_epoch = 500;
+  c.seed = 5;
+  return c;
+}
+
 }  // namespace resident::dqn
