@@ -32,10 +32,10 @@
 #include <string>
 #include <vector>
 
-#include <cuda_runtime_api.h>
 
 #include "kernels/core/error.h"
 #include "lib/core/device_info.h"
+#include "lib/core/gpu_presence.h"
 #include "lib/core/jsonl_log.h"
 #include "lib/data/series_dataset.h"
 #include "lib/models/model_registry.h"
@@ -140,7 +140,7 @@ struct Usage {
   std::string message;
 };
 
-// No usable GPU: main prints one line with `reason` (the CUDA runtime's), exit 4.
+// No usable GPU: main prints one line with `reason` (lib/core/gpu_presence.h), exit 4.
 struct NoGpu {
   std::string reason;
 };
@@ -195,25 +195,12 @@ void validate_as_usage(const Config& config, const std::string& who) {
   }
 }
 
-// Throws NoGpu unless the CUDA runtime sees at least one device. Called after the options and
-// the data are checked and before anything is built on the GPU, so a machine without one gets a
-// plain line instead of the first failed CUDA call of some constructor.
+// Throws NoGpu unless a CUDA device is usable (lib/core/gpu_presence.h). Called after the
+// options and the data are checked and before anything is built on the GPU, so a machine
+// without one gets a plain line instead of the first failed CUDA call of some constructor.
 void require_gpu() {
-  int devices = 0;
-  const cudaError_t status = cudaGetDeviceCount(&devices);
-  if (status == cudaSuccess && devices > 0) return;
-  // Without the kernel module the runtime reports an "insufficient" driver, which reads as if
-  // an old driver were there; say which case it is.
-  const bool module = std::filesystem::exists("/proc/driver/nvidia/version");
-  std::string reason = module ? "" : "no NVIDIA driver loaded; ";
-  if (status != cudaSuccess)
-    reason += std::string("cudaGetDeviceCount: ") + cudaGetErrorName(status) + ", " +
-              cudaGetErrorString(status);
-  else
-    reason += "cudaGetDeviceCount found 0 devices";
-  if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES"); visible != nullptr)
-    reason += std::string("; CUDA_VISIBLE_DEVICES=\"") + visible + "\"";
-  throw NoGpu{reason};
+  if (const std::string& reason = resident::gpu_absence_reason(); !reason.empty())
+    throw NoGpu{reason};
 }
 
 // The commit of the source tree: $RESIDENT_GIT_COMMIT when set (a copy of the tree without .git),
@@ -801,7 +788,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "resident-train: %s\n%s", u.message.c_str(), usage_text().c_str());
     return 2;
   } catch (const NoGpu& g) {
-    std::fprintf(stderr, "resident-train: no NVIDIA GPU found (%s)\n", g.reason.c_str());
+    std::fprintf(stderr, "resident-train: %s\n", g.reason.c_str());
     return kExitNoGpu;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "resident-train: %s\n", e.what());

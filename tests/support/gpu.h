@@ -12,6 +12,8 @@
 #include <string>
 #include <string_view>
 
+#include "lib/core/gpu_presence.h"
+
 namespace resident::test {
 
 inline constexpr std::string_view kGpuSkipPrefix = "GPU test skipped: ";
@@ -21,21 +23,11 @@ bool gpu_available(std::string* reason);
 // True when RESIDENT_REQUIRE_GPU is set to a non-empty value other than "0".
 bool gpu_required();
 
-// What of the NVIDIA driver this machine has: the kernel module (/proc/driver/nvidia/version)
-// and the user-space library the CUDA runtime loads (libcuda.so.1).
-struct DriverPresence {
-  bool kernel_module = false;
-  std::string kernel_module_version;  // e.g. "550.54.14"; empty when unknown
-  bool user_library = false;
-};
-DriverPresence probe_driver();
-
-// The reason in words for cudaGetDeviceCount's result (`status` a cudaError_t, `device_count`
-// its count); empty when a device is there. Pure: unit-tested without a GPU.
-// "insufficient driver" is only said when a driver is there (module and library) and too old;
-// with neither, CUDA reports the same error, and the reason is "no driver loaded".
-std::string describe_gpu_absence(int status, int device_count, const DriverPresence& driver,
-                                 int runtime_version);
+// The driver probe and the wording live in lib/core/gpu_presence.h (resident-train says the
+// same); named here too for the tests of the skip helper.
+using resident::describe_gpu_absence;
+using resident::DriverPresence;
+using resident::probe_driver;
 
 }  // namespace resident::test
 
