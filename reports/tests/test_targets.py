@@ -144,7 +144,7 @@ def test_a_target_met_on_medians_but_not_at_the_least_favorable_repetitions_is_f
          "fast": "s/r/capacity:1", "limit": 2},
         {"issue": 5, "what": "step", "kind": "max_time", "benchmark": "s/r/capacity:1",
          "limit_s": 20e-6}])
-    # Session 16's DQN pair: host-staged 58.6-95.3 ms around a 92.3 ms median (a margin of 46%,
+    # A measured DQN pair (H200): host-staged 58.6-95.3 ms around a 92.3 ms median (a margin of 46%,
     # larger than its 39.8% spread), resident 12.56-12.66 ms: 7.30x on the medians, 4.63x for
     # the fastest host-staged repetition against the slowest resident one.
     bimodal = measured(summary("dqn_epoch/host_staged", 92.3e-3, 58.6e-3, 95.3e-3),
