@@ -26,8 +26,18 @@ Variants: eager; compile (torch.compile, default mode, of the forward + loss and
 AdamW); compile_ro (the same with mode="reduce-overhead", CUDA graphs; not in the default set).
 
   bench/pytorch/supervised_models.py --out FILE.json        # a file of its own
-  bench/pytorch/supervised_models.py --merge-into DIR/bench.json
+  bench/pytorch/supervised_models.py --merge-into DIR/bench.json [--budget S]
                                                             # the main job's hook (run-benches)
+  bench/pytorch/supervised_models.py --merge-into DIR/bench.json --missing
+                                                            # the rows that run left unmeasured
+
+Row order: every eager row first (step rows, then samplers), then the compiled ones, each
+group in the model registry's order; so a budget cut leaves out compiled rows first (their
+compile alone takes tens of seconds to minutes). ``--budget S`` gives all rows together S
+seconds: each row's timeout is the smaller of --row-timeout and what is left, and a row that
+would start with under 10 s left is not run; its reason in ``pytorch_not_measured`` says so
+and names the command that measures it later (``--missing``: only the rows a run's context
+lists as not measured and its benchmarks lack; the others keep their reasons).
 With --merge-into the rows are merged into that file by reports/merge, each row's files are
 kept under DIR/rows/ (RESIDENT_BENCH_RESUME=1 keeps a row already there), rows whose names match
 RESIDENT_BENCH_SKIP (a regular expression, re.search) are left out, and the file's context
@@ -77,6 +87,41 @@ def row_key(model: str, variant: str) -> str:
     return f"{GROUP}/pytorch_{variant}/model:{model}"
 
 
+MIN_ROW_SECONDS = 10.0
+"""Under a budget, a row that would start with less than this left is not run."""
+
+
+def planned_rows(models: list[str], variants: list[str],
+                 samplers: list[str]) -> list[tuple[str, str]]:
+    """(model, variant) in the order rows run: eager variants before compiled ones; within
+    each, the step rows of every model, then the sampler rows of the models in ``samplers``;
+    models in the given order."""
+    order = sorted(variants, key=lambda v: VARIANTS[v] is not None)  # stable: eager first
+    planned = []
+    for variant in order:
+        planned += [(m, variant) for m in models]
+        planned += [(m, SAMPLE_PREFIX + variant) for m in models if m in samplers]
+    return planned
+
+
+def budget_spent_reason(budget: float) -> str:
+    return (f"not run: the {budget:g} s budget for the PyTorch rows was spent; measure it "
+            f"later with bench/pytorch/supervised_models.py --merge-into RUN/bench.json "
+            f"--missing")
+
+
+def missing_rows(bench: Path) -> tuple[set[str], dict]:
+    """The row keys ``bench``'s context lists as not measured and its benchmarks lack, and
+    the notes of the listed rows that stay as they are (those it already has are dropped)."""
+    document = json.loads(bench.read_text())
+    have = {"/".join(part for part in b.get("run_name", b.get("name", "")).split("/")
+                     if not part.startswith("repeats:") and part != "manual_time")
+            for b in document.get("benchmarks", [])}
+    listed = document.get("context", {}).get("pytorch_not_measured", {}) or {}
+    wanted = {key for key in listed if key not in have}
+    return wanted, {key: why for key, why in listed.items() if key in wanted}
+
+
 def main() -> int:
     args = parse_args()
     if args.child:
@@ -100,22 +145,36 @@ def main() -> int:
                 else Path(tempfile.mkdtemp(prefix="pytorch_rows_")))
     rows_dir.mkdir(parents=True, exist_ok=True)
     skip = os.environ.get("RESIDENT_BENCH_SKIP", "")
+    planned = planned_rows(models, args.variants, [m for m in models if hasattr(MODELS[m],
+                                                                                "sample")])
+    kept_notes: dict = {}
+    if args.missing:
+        wanted, kept_notes = missing_rows(args.merge_into)
+        planned = [(m, v) for m, v in planned if row_key(m, v) in wanted]
+        print(f"{PROG}: --missing: {len(planned)} of the rows {args.merge_into} lacks")
+    deadline = None if args.budget is None else time.monotonic() + args.budget
     rows, not_measured = [], {}
-    for model in models:
-        samples = [SAMPLE_PREFIX + v for v in args.variants] if hasattr(MODELS[model], "sample") \
-            else []
-        for variant in list(args.variants) + samples:
-            key = row_key(model, variant)
-            if skip and re.search(skip, key):
-                print(f"{PROG}: {key} skipped (RESIDENT_BENCH_SKIP)")
-                not_measured[key] = "left out by RESIDENT_BENCH_SKIP"
+    for model, variant in planned:
+        key = row_key(model, variant)
+        if skip and re.search(skip, key):
+            print(f"{PROG}: {key} skipped (RESIDENT_BENCH_SKIP)")
+            not_measured[key] = "left out by RESIDENT_BENCH_SKIP"
+            continue
+        timeout = args.row_timeout
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left < MIN_ROW_SECONDS:
+                not_measured[key] = budget_spent_reason(args.budget)
+                print(f"{PROG}: {key} not run: {not_measured[key]}")
                 continue
-            measured, reason = run_row(args, model, variant, rows_dir)
-            if measured is None:
-                print(f"{PROG}: {key} not measured: {reason}")
-                not_measured[key] = reason
-            else:
-                rows.extend(measured)
+            timeout = min(timeout, left)
+        measured, reason = run_row(args, model, variant, rows_dir, timeout)
+        if measured is None:
+            print(f"{PROG}: {key} not measured: {reason}")
+            not_measured[key] = reason
+        else:
+            rows.extend(measured)
+    not_measured = {**kept_notes, **not_measured}
     info = torch_info(args.device)
     if args.merge_into:
         return merge(args.merge_into, rows_dir / ROWS_FILE, rows, info, not_measured)
@@ -142,9 +201,15 @@ def parse_args() -> argparse.Namespace:
                         help=f"comma-separated, of {', '.join(VARIANTS)} "
                              f"(default: {','.join(DEFAULT_VARIANTS)})")
     parser.add_argument("--repetitions", type=int, default=5)
-    parser.add_argument("--iterations", type=int, default=20, help="timed steps per repetition")
-    parser.add_argument("--warmup", type=int, default=20,
-                        help="steps before timing (torch.compile compiles in the first)")
+    parser.add_argument("--iterations", type=int, default=10, help="timed steps per repetition")
+    parser.add_argument("--warmup", type=int, default=5,
+                        help="steps before timing (torch.compile compiles in the first; AdamW "
+                             "creates its state in the first, so a compiled step settles by "
+                             "the third)")
+    parser.add_argument("--budget", type=float, metavar="S",
+                        help="seconds for all rows together (default: no limit)")
+    parser.add_argument("--missing", action="store_true",
+                        help="with --merge-into: only the rows that run lists as not measured")
     parser.add_argument("--batch", type=int, default=BATCH)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--row-timeout", type=float, default=600,
@@ -166,6 +231,12 @@ def parse_args() -> argparse.Namespace:
         parser.error("--warmup must be >= 0")
     if args.merge_into and not args.merge_into.is_file():
         parser.error(f"--merge-into {args.merge_into}: no such file")
+    if args.missing and not args.merge_into:
+        parser.error("--missing needs --merge-into RUN/bench.json")
+    if args.budget is not None and not args.budget >= 0:
+        parser.error(f"--budget {args.budget:g}: must be >= 0 seconds")
+    if not args.row_timeout > 0:
+        parser.error(f"--row-timeout {args.row_timeout:g}: must be > 0 seconds")
     return args
 
 
@@ -193,9 +264,10 @@ def torch_info(device: str) -> dict:
 # The parent: one process per row, then the merge.
 
 
-def run_row(args: argparse.Namespace, model: str, variant: str,
-            rows_dir: Path) -> tuple[list | None, str]:
-    """The row's Google Benchmark entries from its own process, or (None, why not)."""
+def run_row(args: argparse.Namespace, model: str, variant: str, rows_dir: Path,
+            timeout: float) -> tuple[list | None, str]:
+    """The row's Google Benchmark entries from its own process (stopped after ``timeout``
+    seconds), or (None, why not)."""
     key = row_key(model, variant)
     file = rows_dir / (key.replace("/", "_").replace(":", "_") + ".json")
     if os.environ.get("RESIDENT_BENCH_RESUME") and file.is_file():
@@ -215,9 +287,11 @@ def run_row(args: argparse.Namespace, model: str, variant: str,
     try:
         with log.open("w") as sink:
             done = subprocess.run(command, stdout=sink, stderr=subprocess.STDOUT,
-                                  timeout=args.row_timeout)
+                                  timeout=timeout)
     except subprocess.TimeoutExpired:
-        return None, f"timed out after {args.row_timeout:g} s (log: {log})"
+        limit = ("--row-timeout" if timeout >= args.row_timeout
+                 else f"what was left of the {args.budget:g} s budget")
+        return None, f"timed out after {timeout:.0f} s ({limit}; log: {log})"
     lines = [line for line in log.read_text(errors="replace").splitlines() if line.strip()]
     if done.returncode != 0 or not file.is_file():
         last = lines[-1].strip() if lines else "no output"
