@@ -50,15 +50,50 @@ JsonRecord& JsonRecord::add(std::string_view k, std::string_view value) {
   return *this;
 }
 
-JsonRecord& JsonRecord::add(std::string_view k, double value) {
-  key(k);
+namespace {
+
+void append_number(std::string& out, double value) {
   if (!std::isfinite(value)) {
-    body_ += "null";
-    return *this;
+    out += "null";
+    return;
   }
   char text[32];
   const auto result = std::to_chars(text, text + sizeof text, value);
-  body_.append(text, result.ptr);
+  out.append(text, result.ptr);
+}
+
+}  // namespace
+
+JsonRecord& JsonRecord::add(std::string_view k, double value) {
+  key(k);
+  append_number(body_, value);
+  return *this;
+}
+
+namespace {
+
+// "[a,b,...]" with each element appended by `append`.
+template <class T, class Append>
+void append_array(std::string& out, std::span<const T> values, Append append) {
+  out += "[";
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (i > 0) out += ",";
+    append(out, values[i]);
+  }
+  out += "]";
+}
+
+}  // namespace
+
+JsonRecord& JsonRecord::add(std::string_view k, std::span<const double> values) {
+  key(k);
+  append_array(body_, values, append_number);
+  return *this;
+}
+
+JsonRecord& JsonRecord::add(std::string_view k, std::span<const JsonRecord> values) {
+  key(k);
+  append_array(body_, values, [](std::string& out, const JsonRecord& r) { out += r.text(); });
   return *this;
 }
 

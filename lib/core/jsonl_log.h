@@ -4,13 +4,15 @@
 //
 // Values: strings (escaped per RFC 8259; bytes >= 0x80 pass through, so UTF-8 stays UTF-8),
 // integers, booleans, doubles (the shortest text that reads back to the same double; NaN and
-// infinities, which JSON cannot hold, are written as null) and nested records. Keys keep the
-// order they were added in; a key added twice throws, since JSON readers differ on duplicates.
+// infinities, which JSON cannot hold, are written as null), nested records and arrays of
+// doubles or of records. Keys keep the order they were added in; a key added twice throws,
+// since JSON readers differ on duplicates.
 #pragma once
 
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
+#include <span>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -35,6 +37,9 @@ class JsonRecord {
   }
   JsonRecord& add(std::string_view key, bool value);
   JsonRecord& add(std::string_view key, const JsonRecord& value);
+  // Arrays: of doubles (each written as a single double is) and of records.
+  JsonRecord& add(std::string_view key, std::span<const double> values);
+  JsonRecord& add(std::string_view key, std::span<const JsonRecord> values);
 
   // The record as one line of JSON, without the newline.
   std::string text() const { return "{" + body_ + "}"; }

@@ -167,3 +167,22 @@ def _save(figure, path: Path, title: str, gpu: str) -> None:
     figure.suptitle(f"{title}\nGPU: {gpu}")
     figure.savefig(path, dpi=120)
     plt.close(figure)
+
+
+def cdf_chart(path: Path, title: str, gpu: str, x_label: str, lines: Points,
+              dashed: Sequence[str] = ()) -> None:
+    """Write empirical CDFs, one line per legend label through its ``(xs, ys)``, the x axis
+    logarithmic when every x is positive, y from 0 to 1; labels in ``dashed`` are drawn
+    dashed (e.g. negative controls)."""
+    figure, axis = plt.subplots(figsize=(9, 5), layout="constrained")
+    for label, (xs, ys) in lines.items():
+        axis.step(xs, ys, where="post", label=label,
+                  linestyle="--" if label in dashed else "-", linewidth=1.2)
+    if min(_all(lines, 0)) > 0:
+        axis.set_xscale("log")
+    axis.set_ylim(0.0, 1.0)
+    axis.set_xlabel(x_label)
+    axis.set_ylabel("fraction of draws at or below (empirical CDF)")
+    axis.grid(which="both", alpha=0.3)
+    _legend(axis)
+    _save(figure, path, title, gpu)

@@ -10,6 +10,7 @@ from .loader import Run
 from .naming import BenchName, slug
 from .plotting import BarPanel, bar_chart, line_chart, timing_panel
 from .stats import SAME, Change, RunSummary, Summary, summarize_run
+from .sampler import sampler_section
 from .supervised import supervised_section
 from .tables import context_table, markdown_table, write_summary
 from .targets import MET, NOT_MEASURED, Target, evaluate, targets_table
@@ -40,6 +41,7 @@ def write_run_report(run: Run, out_dir: Path, targets: Sequence[Target] | None =
              *([_targets_section(summary.measured, targets)] if targets is not None else []),
              _resident_section(summary.measured, run.gpu_name, out_dir),
              supervised_section(summary, run.context),
+             sampler_section(run.source, run.gpu_name, out_dir),
              _scaling_section(summary.measured, run.gpu_name, out_dir),
              _audit_section(summary.measured, run.gpu_name, out_dir),
              _all_benchmarks_section(summary)]

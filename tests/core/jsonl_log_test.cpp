@@ -16,6 +16,7 @@
 #include <fstream>
 #include <limits>
 #include <sstream>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -76,6 +77,20 @@ TEST(JsonRecord, IntegersBooleansAndNesting) {
             R"({"min":-9223372036854775808,"max":18446744073709551615,"size":7,"u32":4000000000,)"
             R"("neg":-3,"yes":true,"no":false,"config":{"lr":0.00025,"hidden":"256,256"}})");
   EXPECT_EQ(JsonRecord().text(), "{}");
+}
+
+TEST(JsonRecord, ArraysOfDoublesAndOfRecords) {
+  const std::vector<double> values = {0.25, -3.0, 1.0 / 3.0, std::nan(""), 1e-300};
+  const std::vector<JsonRecord> records = {JsonRecord().add("a", 1), JsonRecord().add("b", true)};
+  const std::string text = JsonRecord()
+                               .add("values", std::span<const double>(values))
+                               .add("none", std::span<const double>())
+                               .add("records", std::span<const JsonRecord>(records))
+                               .text();
+  EXPECT_EQ(text, R"({"values":[0.25,-3,0.3333333333333333,null,1e-300],"none":[],)"
+                  R"("records":[{"a":1},{"b":true}]})");
+  EXPECT_THROW(JsonRecord().add("x", 1).add("x", std::span<const double>(values)),
+               resident::Error);
 }
 
 TEST(JsonRecord, DuplicateKeyThrowsNamingIt) {

@@ -7,15 +7,21 @@
 // negative controls that the same tests must reject: the GPU sampler with the wrong alpha, its
 // draws moved one leaf over, and its strata truncated (uniforms squeezed into [0, 0.5)).
 // Pinned seeds, level 0.01 (DESIGN.md). Stratified pooled draws make chi-square conservative
-// (p near 1 is expected for the right sampler).
+// (p near 1 is expected for the right sampler). With RESIDENT_SAMPLER_REPORT_DIR set, each mode
+// also writes its p-values and priority CDFs for the main job's report (write_report below).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <random>
+#include <span>
+#include <string>
 #include <vector>
 
+#include "lib/core/jsonl_log.h"
 #include "lib/core/stream.h"
 #include "lib/replay/unit_uniform.h"
 #include "tests/replay/gpu_replay_test_support.h"
@@ -122,6 +128,14 @@ double chi_square_p(const std::vector<double>& draws, const CpuReplayBuffer& ora
   return stats::chi_square_goodness_of_fit(observed, expected).p_value;
 }
 
+std::vector<double> drawn_priorities(const std::vector<double>& slots,
+                                     const CpuReplayBuffer& oracle) {
+  std::vector<double> p;
+  p.reserve(slots.size());
+  for (double s : slots) p.push_back(oracle.leaf_priority(static_cast<std::size_t>(s)));
+  return p;
+}
+
 // Two-sample KS on the drawn slots' priorities and on the slots themselves; the smaller p.
 struct KsPair {
   double priority_p, slot_p;
@@ -130,14 +144,74 @@ struct KsPair {
 
 KsPair ks_pair(const std::vector<double>& draws, const std::vector<double>& reference,
                const CpuReplayBuffer& oracle) {
-  const auto priorities = [&](const std::vector<double>& slots) {
-    std::vector<double> p;
-    p.reserve(slots.size());
-    for (double s : slots) p.push_back(oracle.leaf_priority(static_cast<std::size_t>(s)));
-    return p;
-  };
-  return {stats::ks_two_sample(priorities(draws), priorities(reference)).p_value,
+  return {stats::ks_two_sample(drawn_priorities(draws, oracle),
+                               drawn_priorities(reference, oracle)).p_value,
           stats::ks_two_sample(draws, reference).p_value};
+}
+
+// The report file: with RESIDENT_SAMPLER_REPORT_DIR set (the main job sets it), each mode's
+// case also writes DIR/sampler_distribution_<mode>.json for reports/render: the settings, the
+// p-values of the sampler and of each negative control, and the empirical CDFs of the drawn
+// slots' priorities (CPU sum tree, GPU, each control) at kCdfPoints log-spaced priorities from
+// the smallest to the largest leaf (evenly spaced if a leaf is 0). Nothing is written without
+// the variable.
+constexpr std::size_t kCdfPoints = 200;
+
+struct ReportedDraws {
+  std::string name;
+  const std::vector<double>* slots;
+  double chi_square_p;
+  KsPair ks;
+};
+
+std::vector<double> ecdf_at(std::vector<double> values, const std::vector<double>& grid) {
+  std::sort(values.begin(), values.end());
+  std::vector<double> cdf;
+  cdf.reserve(grid.size());
+  for (double x : grid) {
+    const auto below = std::upper_bound(values.begin(), values.end(), x) - values.begin();
+    cdf.push_back(static_cast<double>(below) / static_cast<double>(values.size()));
+  }
+  return cdf;
+}
+
+void write_report(ReplayPriorityMode mode, const CpuReplayBuffer& oracle,
+                  const std::vector<double>& reference, const std::vector<ReportedDraws>& sets) {
+  const char* dir = std::getenv("RESIDENT_SAMPLER_REPORT_DIR");
+  if (dir == nullptr || *dir == '\0') return;
+  double lo = oracle.leaf_priority(0), hi = lo;
+  for (std::size_t i = 1; i < kCapacity; ++i) {
+    lo = std::min(lo, oracle.leaf_priority(i));
+    hi = std::max(hi, oracle.leaf_priority(i));
+  }
+  std::vector<double> grid(kCdfPoints);
+  for (std::size_t i = 0; i < kCdfPoints; ++i) {
+    const double at = static_cast<double>(i) / (kCdfPoints - 1);
+    grid[i] = lo > 0.0 ? lo * std::pow(hi / lo, at) : lo + (hi - lo) * at;  // log-spaced if > 0
+  }
+  const std::vector<double> cpu_cdf = ecdf_at(drawn_priorities(reference, oracle), grid);
+  std::vector<JsonRecord> samplers;
+  for (const ReportedDraws& set : sets) {
+    const std::vector<double> cdf = ecdf_at(drawn_priorities(*set.slots, oracle), grid);
+    samplers.push_back(JsonRecord()
+                           .add("name", set.name)
+                           .add("chi_square_p", set.chi_square_p)
+                           .add("ks_priority_p", set.ks.priority_p)
+                           .add("ks_slot_p", set.ks.slot_p)
+                           .add("cdf", std::span<const double>(cdf)));
+  }
+  const std::string name = mode == ReplayPriorityMode::Rank ? "rank" : "proportional";
+  JsonlLog(std::filesystem::path(dir) / ("sampler_distribution_" + name + ".json"))
+      .write(JsonRecord()
+                 .add("mode", name)
+                 .add("capacity", kCapacity)
+                 .add("batch", kBatch)
+                 .add("draws", static_cast<std::uint64_t>(reference.size()))
+                 .add("alpha", kAlpha)
+                 .add("level", kLevel)
+                 .add("priority_grid", std::span<const double>(grid))
+                 .add("cpu_cdf", std::span<const double>(cpu_cdf))
+                 .add("samplers", std::span<const JsonRecord>(samplers)));
 }
 
 class GpuSamplerDistribution : public ::testing::TestWithParam<ReplayPriorityMode> {};
@@ -155,6 +229,7 @@ TEST_P(GpuSamplerDistribution, MatchesExactProbabilitiesAndTheCpuSampler) {
   EXPECT_GT(chi_p, kLevel);
   EXPECT_GT(ks.priority_p, kLevel);
   EXPECT_GT(ks.slot_p, kLevel);
+  std::vector<ReportedDraws> reported = {{"GPU sampler", &drawn, chi_p, ks}};
 
   Twins wrong_alpha(mode, kWrongAlpha, 101);
   const std::vector<double> wrong = gpu_draws(wrong_alpha.gpu, Control::kNone);
@@ -172,7 +247,9 @@ TEST_P(GpuSamplerDistribution, MatchesExactProbabilitiesAndTheCpuSampler) {
                 c.name, p, k.priority_p, k.slot_p);
     EXPECT_LT(p, kLevel) << c.name << ": chi-square failed to reject";
     EXPECT_LT(k.min_p(), kLevel) << c.name << ": KS failed to reject";
+    reported.push_back({std::string("control: ") + c.name, c.draws, p, k});
   }
+  write_report(mode, right.cpu, reference, reported);
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, GpuSamplerDistribution,
