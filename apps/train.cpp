@@ -3,13 +3,17 @@
 //   resident-train dqn-cartpole --seed 3 --lr 2.5e-4 --log runs/dqn-3.jsonl
 //   resident-train ppo-cartpole --seed 1 --env-steps 1000000
 //   resident-train dqn-trading --alpha 0 --signal-strength 0.5 --log runs/dqn-trading.jsonl
+//   resident-train dqn-cartpole --env-steps 64000 --checkpoint runs/dqn
+//   resident-train dqn-cartpole --env-steps 128000 --checkpoint runs/dqn --resume
 //   resident-train kan --synthetic --epochs 20
 //   resident-train mamba2 --csv prices.csv --target-columns close --checkpoint ckpt --resume
 // RL tasks stop when the mean return of the last 100 episodes reaches --target (CartPole default
 // 475; the trading tasks have none by default), or when --env-steps are spent. A model trains
 // until --epochs or early stopping (--patience), then keeps its best validation epoch's
 // parameters. `--log FILE` writes a header record and one JSON line per progress line
-// (reports/curves draws them), each flushed as it is written.
+// (reports/curves draws them), each flushed as it is written. `--checkpoint DIR` saves
+// DIR/trainer.ckpt atomically (RL: every --checkpoint-every epochs or updates and at the end; a
+// model: after every epoch); `--resume` continues from it bit-identically, appending to the log.
 // Exit status: 0 when the target was reached (RL), an RL run without a target spent its budget,
 // or training finished (models); 3 when an RL target was not reached; 2 on bad usage (a bad
 // option or a config value out of its range: one line naming it, and the usage text); 4 when no
@@ -28,20 +32,24 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <span>
 #include <sstream>
 #include <string>
 #include <vector>
 
 
 #include "kernels/core/error.h"
+#include "lib/core/checkpoint_file.h"
 #include "lib/core/device_info.h"
 #include "lib/core/gpu_presence.h"
 #include "lib/core/jsonl_log.h"
 #include "lib/data/series_dataset.h"
 #include "lib/models/model_registry.h"
 #include "lib/models/supervised_trainer.h"
+#include "lib/rl/dqn/dqn_checkpoint.h"
 #include "lib/rl/dqn/dqn_trainer.h"
 #include "lib/rl/ppo/cartpole_vector_env.h"
+#include "lib/rl/ppo/ppo_checkpoint.h"
 #include "lib/rl/ppo/ppo_trainer.h"
 #include "lib/rl/ppo/trading_vector_env.h"
 
@@ -70,7 +78,19 @@ options (defaults are the task's tested learning config; "C" cartpole, "T" tradi
                      dqn-trading 128,128, ppo-trading 64,64)
   --log FILE         write the learning curve as JSON lines: a header (task, config, commit,
                      GPU), one record per progress line (env steps, episodes, last-100 mean
-                     return, losses, wall seconds) and an end record, each flushed as written
+                     return, losses, wall seconds) and an end record, each flushed as written;
+                     appended with --resume
+  --checkpoint DIR   save DIR/trainer.ckpt (atomically: a temporary file, then a rename) every
+                     --checkpoint-every epochs (DQN) or updates (PPO) and at the end; a DQN
+                     checkpoint holds the replay
+  --checkpoint-every N  epochs (DQN) or updates (PPO) between checkpoints, >= 1 (default:
+                     dqn-cartpole 10, dqn-trading 4, ppo-cartpole 50, ppo-trading 25)
+  --resume           continue from DIR/trainer.ckpt bit-identically (needs --checkpoint and the
+                     options of the run that wrote it); --env-steps counts from that run's start
+  PPO only:
+  --anneal-steps N   env steps over which the learning rate anneals linearly to 0 (default:
+                     --env-steps); part of the checkpoint's config, so a run to be resumed to a
+                     larger --env-steps gives that budget here from its start
   DQN only (default C / T):
   --batch N          replay batch (128 / 128)
   --grad-steps N     gradient steps per vector env step (4 / 2)
@@ -313,6 +333,12 @@ class RecentReturns {
     while (returns_.size() > window_) returns_.pop_front();
   }
   bool full() const { return returns_.size() >= window_; }
+  // The returns in the window, oldest first, and their restore (a resumed run's window).
+  std::vector<double> values() const { return {returns_.begin(), returns_.end()}; }
+  void restore(const std::vector<double>& returns) {
+    returns_.assign(returns.begin(), returns.end());
+    while (returns_.size() > window_) returns_.pop_front();
+  }
   double mean() const {
     double sum = 0.0;
     for (const double r : returns_) sum += r;
@@ -324,8 +350,9 @@ class RecentReturns {
   std::deque<double> returns_;
 };
 
-const std::set<std::string> kRlValued{"--seed", "--env-steps", "--target", "--lr",
-                                      "--envs", "--hidden",    "--log"};
+const std::set<std::string> kRlValued{"--seed",   "--env-steps",  "--target",
+                                      "--lr",     "--envs",       "--hidden",
+                                      "--log",    "--checkpoint", "--checkpoint-every"};
 const std::set<std::string> kDqnValued{"--batch",        "--grad-steps", "--tau",
                                        "--target-period", "--epsilon-steps", "--replay",
                                        "--alpha",        "--beta-start", "--beta-max",
@@ -333,10 +360,11 @@ const std::set<std::string> kDqnValued{"--batch",        "--grad-steps", "--tau"
 const std::set<std::string> kMarketValued{"--market-seed", "--market-steps", "--signal-strength",
                                           "--window",      "--episode-length", "--cost"};
 
-// The options of an RL task: the common ones, DQN's, and the trading market's.
+// The options of an RL task: the common ones, DQN's or PPO's, and the trading market's.
 OptionSpec rl_options(bool dqn, bool trading) {
-  OptionSpec spec{kRlValued, {}};
+  OptionSpec spec{kRlValued, {"--resume"}};
   if (dqn) spec.valued.insert(kDqnValued.begin(), kDqnValued.end());
+  else spec.valued.insert("--anneal-steps");
   if (trading) spec.valued.insert(kMarketValued.begin(), kMarketValued.end());
   return spec;
 }
@@ -425,6 +453,195 @@ int finish_rl(const char* algo, std::uint64_t seed, std::optional<double> target
   return !target || reached ? 0 : 3;
 }
 
+// ---------------------------------------------------------------------------------------------
+// RL checkpoints: the trainers' own files (DqnTrainer::save_checkpoint, PpoTrainer::save), read
+// and checked on the host before the GPU is touched when a run resumes.
+
+// --checkpoint DIR, --checkpoint-every N and --resume of an RL task.
+struct RlCheckpoint {
+  std::filesystem::path dir;   // empty: no checkpoints
+  std::filesystem::path file;  // dir / "trainer.ckpt"
+  std::uint64_t every = 0;     // epochs (DQN) or updates (PPO) between two saves
+  bool resume = false;
+  bool enabled() const noexcept { return !dir.empty(); }
+  // Whether to save after `done` epochs or updates: every `every`, and at the run's end.
+  bool due(std::uint64_t done, bool end) const noexcept {
+    return enabled() && (end || done % every == 0);
+  }
+};
+
+// A whole number >= 1 (a count of epochs or updates).
+std::uint64_t positive_count(const std::string& flag, const std::string& text) {
+  const double v = number(flag, text);
+  if (v < 1 || v != std::floor(v) || v > 1e15)
+    throw Usage{flag + " = " + text + ": expected a whole number in [1, 1e15]"};
+  return static_cast<std::uint64_t>(v);
+}
+
+// Bad usage: --checkpoint-every out of range, --checkpoint-every or --resume without --checkpoint.
+RlCheckpoint checkpoint_options(const Options& o, std::uint64_t default_every) {
+  RlCheckpoint k;
+  k.every = default_every;
+  if (const auto it = o.find("--checkpoint"); it != o.end()) {
+    if (it->second.empty()) throw Usage{"--checkpoint = '': expected a folder"};
+    k.dir = it->second;
+    k.file = k.dir / "trainer.ckpt";
+  }
+  if (const auto it = o.find("--checkpoint-every"); it != o.end()) {
+    k.every = positive_count(it->first, it->second);
+    if (!k.enabled()) throw Usage{"--checkpoint-every needs --checkpoint DIR"};
+  }
+  k.resume = o.count("--resume") != 0;
+  if (k.resume && !k.enabled()) throw Usage{"--resume needs --checkpoint DIR"};
+  return k;
+}
+
+// Where a resumed run continues: what the checkpoint holds.
+struct ResumePoint {
+  std::uint64_t done = 0;       // epochs (DQN) or updates (PPO)
+  std::uint64_t env_steps = 0;
+};
+
+void require_checkpoint(const RlCheckpoint& k) {
+  if (!std::filesystem::exists(k.file))
+    throw resident::Error("resident-train", "no checkpoint",
+                          "--resume: " + k.file.string() + " does not exist", __FILE__, __LINE__);
+}
+
+// read(), with a checkpoint of another kind or config ("checkpoint kind mismatch", "checkpoint
+// mismatch") rethrown saying what the user can change: the options of the run that wrote it.
+// Every other error (a missing, unreadable, corrupt or foreign file) passes as it is.
+template <class Read>
+auto read_for_resume(const std::filesystem::path& file, const std::string& hint, Read read)
+    -> decltype(read()) {
+  try {
+    return read();
+  } catch (const resident::Error& e) {
+    if (e.error_name() != "checkpoint mismatch" && e.error_name() != "checkpoint kind mismatch")
+      throw;
+    throw resident::Error("resident-train", e.error_name(),
+                          "--resume: " + file.string() +
+                              " was written by another task or config; resume with the options "
+                              "of the run that wrote it" + hint + ": " + e.what(),
+                          __FILE__, __LINE__);
+  }
+}
+
+// The DQN checkpoint's kind, config hash and progress, on the host. The "trainer" section opens
+// with the vector steps, the gradient steps and the epochs done (lib/rl/dqn/dqn_checkpoint.h);
+// the rest of the file is checked again when the trainer loads it.
+ResumePoint dqn_resume_point(const RlCheckpoint& k, const resident::dqn::DqnConfig& c) {
+  require_checkpoint(k);
+  const resident::CheckpointFile file = read_for_resume(
+      k.file, "", [&] { return resident::dqn::read_dqn_checkpoint(k.file, config_hash(c)); });
+  resident::SectionReader r = file.reader(resident::dqn::kDqnTrainerSection);
+  const auto vector_steps = r.get<std::uint64_t>("vector steps");
+  (void)r.get<std::uint64_t>("gradient steps");
+  ResumePoint p;
+  p.done = r.get<std::uint64_t>("epoch");
+  p.env_steps = vector_steps * c.env_count;
+  return p;
+}
+
+// resident-train's own section of a PPO checkpoint: what the progress lines count on the host
+// (the trainer keeps neither) and what the run trained on.
+//   u64 format (1); string task; string environment ("cartpole" or the market's JSON);
+//   u64 episodes; array<double> the last-100 window's returns, oldest first
+constexpr const char* kHostSection = "resident-train";
+constexpr std::uint64_t kHostSectionFormat = 1;
+
+struct PpoHostState {
+  std::string task, environment;
+  std::uint64_t episodes = 0;
+  std::vector<double> recent;
+};
+
+std::vector<std::byte> host_section(const PpoHostState& h) {
+  return resident::SectionWriter()
+      .put<std::uint64_t>(kHostSectionFormat)
+      .put_string(h.task)
+      .put_string(h.environment)
+      .put<std::uint64_t>(h.episodes)
+      .put_array<double>(h.recent)
+      .take();
+}
+
+PpoHostState read_host_section(const resident::CheckpointFile& file) {
+  if (!file.has(kHostSection))
+    throw resident::Error("resident-train", "missing section",
+                          "--resume: " + file.path().string() + " has no \"" + kHostSection +
+                              "\" section (the progress lines' episode returns): resident-train "
+                              "resumes the PPO checkpoints it wrote",
+                          __FILE__, __LINE__);
+  resident::SectionReader r = file.reader(kHostSection);
+  const auto format = r.get<std::uint64_t>("format");
+  if (format != kHostSectionFormat)
+    r.corrupt("format " + std::to_string(format) + ", expected " +
+              std::to_string(kHostSectionFormat));
+  PpoHostState h;
+  h.task = r.get_string("task");
+  h.environment = r.get_string("environment");
+  h.episodes = r.get<std::uint64_t>("episodes");
+  h.recent = r.get_array<double>("recent returns");
+  r.finish();
+  if (h.recent.size() > 100)
+    r.corrupt("recent returns: " + std::to_string(h.recent.size()) + " values, at most 100");
+  return h;
+}
+
+// The PPO checkpoint's kind, what it trained on (`expected`'s task and environment), its config
+// hash and progress, on the host; `host` receives its host section.
+ResumePoint ppo_resume_point(const RlCheckpoint& k, const resident::ppo::PpoConfig& c,
+                             const PpoHostState& expected, PpoHostState& host) {
+  using namespace resident::ppo;
+  require_checkpoint(k);
+  const std::string hint = " (PPO: --anneal-steps, default --env-steps, is part of the config)";
+  host = read_host_section(read_for_resume(k.file, hint, [&] {
+    return resident::CheckpointFile::read(k.file, kPpoCheckpointKind);
+  }));
+  if (host.task != expected.task || host.environment != expected.environment)
+    throw resident::Error("resident-train", "checkpoint mismatch",
+                          "--resume: " + k.file.string() + " was written by " + host.task +
+                              " on " + host.environment + ", this run is " + expected.task +
+                              " on " + expected.environment,
+                          __FILE__, __LINE__);
+  const resident::CheckpointFile file = read_for_resume(
+      k.file, hint, [&] { return read_ppo_checkpoint(k.file, config_hash(c)); });
+  resident::SectionReader r = file.reader(kPpoTrainerSection);  // opens with the updates done
+  ResumePoint p;
+  p.done = r.get<std::uint64_t>("updates done");
+  p.env_steps = p.done * rollout_samples(c);
+  return p;
+}
+
+// PpoTrainer::save's file with the host section added, written atomically to k.file: the trainer
+// saves to DIR/trainer.ckpt.staged, whose sections are copied into the final file, then the
+// staged file is removed. A run killed at any point leaves DIR/trainer.ckpt whole (the previous
+// checkpoint or this one).
+void save_ppo(resident::ppo::PpoTrainer& trainer, const RlCheckpoint& k, const PpoHostState& h) {
+  const std::filesystem::path staged = k.file.string() + ".staged";
+  trainer.save(staged);
+  const resident::CheckpointFile saved =
+      resident::CheckpointFile::read(staged, resident::ppo::kPpoCheckpointKind);
+  resident::CheckpointWriter out(resident::ppo::kPpoCheckpointKind);
+  for (const std::string& name : saved.section_names()) {
+    const std::span<const std::byte> bytes = saved.section(name);
+    out.add(name, std::vector<std::byte>(bytes.begin(), bytes.end()));
+  }
+  out.add(kHostSection, host_section(h));
+  out.write(k.file);
+  std::filesystem::remove(staged);
+}
+
+// --env-steps of a resumed run counts from the original run's start: a budget the checkpoint has
+// already spent is bad usage.
+[[noreturn]] void budget_spent(std::size_t budget, const RlCheckpoint& k, const ResumePoint& p,
+                               const char* unit) {
+  throw Usage{"--env-steps = " + std::to_string(budget) + ": " + k.file.string() + " has " +
+              std::to_string(p.done) + " " + unit + " (" + std::to_string(p.env_steps) +
+              " env steps) done; give a larger budget to continue"};
+}
+
 // The DQN trading config the learning test holds to (dqn::trading_learning_config), on the
 // tested market.
 resident::dqn::DqnConfig dqn_trading_config() {
@@ -466,9 +683,17 @@ int train_dqn(const std::string& task, const Options& o, const std::string& comm
     c.trading.episode_length = t.episode_length;
     c.trading.cost_per_unit = t.cost;
   }
+  // Trading: a checkpoint every 4 epochs of 16,000 env steps (its replay is the larger one).
+  const RlCheckpoint k = checkpoint_options(o, trading ? 4 : 10);
   validate_as_usage(c, task);
-  RunLog log(o, false);
+  ResumePoint from;
+  if (k.resume) {
+    from = dqn_resume_point(k, c);
+    if (from.env_steps >= budget) budget_spent(budget, k, from, "epochs");
+  }
+  RunLog log(o, k.resume);
   require_gpu();
+  if (k.enabled()) std::filesystem::create_directories(k.dir);
   resident::JsonRecord config;
   config.add("env_steps_budget", budget);
   if (target) config.add("target", *target);
@@ -484,8 +709,17 @@ int train_dqn(const std::string& task, const Options& o, const std::string& comm
       .add("reward_scale", c.reward_scale).add("learning_starts", c.learning_starts)
       .add("steps_per_epoch", c.steps_per_epoch);
   if (trading) add_market(config, t);
-  log.header("rl", task, c.seed, command, config);
+  if (k.enabled()) config.add("checkpoint", k.dir.string()).add("checkpoint_every", k.every);
+  config.add("resumed_after_epoch", from.done).add("resumed_at_env_steps", from.env_steps);
   DqnTrainer trainer(c);
+  if (k.resume) {
+    trainer.load_checkpoint(k.file);
+    std::printf("%s: resumed from %s after epoch %llu (%llu env steps)\n", task.c_str(),
+                k.file.c_str(), static_cast<unsigned long long>(from.done),
+                static_cast<unsigned long long>(from.env_steps));
+    std::fflush(stdout);
+  }
+  log.header("rl", task, c.seed, command, config);  // once the run is set up (and resumed)
   // Trading epochs are 16,000 env steps (16 in the default budget): a line each.
   const std::uint64_t print_every = trading ? 1 : 10;
   const auto start = std::chrono::steady_clock::now();
@@ -508,6 +742,7 @@ int train_dqn(const std::string& task, const Options& o, const std::string& comm
                     .add("gradient_steps", m.gradient_steps)
                     .add("loss", m.mean_loss));
     }
+    if (k.due(m.epoch, reached || spent)) trainer.save_checkpoint(k.file);
     if (reached || spent) {
       log.write(end_record(task, c.seed, target, reached, m.env_steps, seconds));
       return finish_rl("dqn", c.seed, target, reached, m.env_steps);
@@ -547,15 +782,21 @@ int train_ppo(const std::string& task, const Options& o, const std::string& comm
   TradingVectorEnvConfig e;
   if (trading) ppo_trading_config(c, e);
   std::size_t budget = trading ? 4915200 : 1000000;  // trading: the test's 300 updates
+  std::optional<std::size_t> anneal;                  // --anneal-steps; default: the budget
   for (const auto& [flag, value] : o) {
     if (flag == "--seed") c.seed = count(flag, value);
     else if (flag == "--env-steps") budget = count(flag, value);
+    else if (flag == "--anneal-steps") anneal = count(flag, value);
     else if (flag == "--lr") c.learning_rate = number(flag, value);
     else if (flag == "--envs") c.env_count = count(flag, value);
     else if (flag == "--hidden") c.hidden = widths(flag, value);
   }
-  const std::size_t per_update = c.env_count * c.rollout_steps;
-  c.total_updates = std::max<std::size_t>(budget / std::max<std::size_t>(per_update, 1), 1);
+  // Trading: a checkpoint every 25 updates of 16,384 env steps (a progress line's cadence).
+  const RlCheckpoint k = checkpoint_options(o, trading ? 25 : 50);
+  // Whole updates, at least one: the run's (the budget) and the lr annealing horizon's.
+  const std::size_t per_update = std::max<std::size_t>(c.env_count * c.rollout_steps, 1);
+  const std::size_t updates = std::max<std::size_t>(budget / per_update, 1);
+  c.total_updates = std::max<std::size_t>(anneal.value_or(budget) / per_update, 1);
   validate_as_usage(c, task);
   TradingOptions t{e.market, e.window, e.episode_length, e.cost_per_unit};
   if (trading) {
@@ -568,35 +809,60 @@ int train_ppo(const std::string& task, const Options& o, const std::string& comm
     e.seed = c.seed;
     validate_as_usage(e, task + " env");
   }
-  RunLog log(o, false);
+  PpoHostState host{task, "cartpole", 0, {}};
+  if (trading) {
+    resident::JsonRecord market;
+    add_market(market, t);
+    host.environment = market.text();
+  }
+  ResumePoint from;
+  PpoHostState resumed;
+  if (k.resume) {
+    from = ppo_resume_point(k, c, host, resumed);
+    if (from.done >= updates) budget_spent(budget, k, from, "updates");
+  }
+  RunLog log(o, k.resume);
   require_gpu();
+  if (k.enabled()) std::filesystem::create_directories(k.dir);
   resident::JsonRecord config;
   config.add("env_steps_budget", budget);
   if (target) config.add("target", *target);
   config.add("env_count", c.env_count)
       .add("hidden", widths_text(c.hidden)).add("lr", c.learning_rate)
       .add("rollout_steps", c.rollout_steps).add("epochs", c.epochs)
-      .add("minibatches", c.minibatches).add("total_updates", c.total_updates)
+      .add("minibatches", c.minibatches).add("updates", updates)
+      .add("total_updates", c.total_updates)  // the lr annealing horizon
       .add("gamma", c.gamma).add("gae_lambda", c.gae_lambda).add("clip_coef", c.clip_coef)
       .add("entropy_coef", c.entropy_coef).add("value_coef", c.value_coef);
   if (trading) add_market(config, t);
-  log.header("rl", task, c.seed, command, config);
+  if (k.enabled()) config.add("checkpoint", k.dir.string()).add("checkpoint_every", k.every);
+  config.add("resumed_after_update", from.done).add("resumed_at_env_steps", from.env_steps);
   std::unique_ptr<resident::VectorEnv> env;
   if (trading) env = std::make_unique<TradingVectorEnv>(e);
   else env = std::make_unique<CartPoleVectorEnv>(c.env_count);
   PpoTrainer trainer(c, *env);
   RecentReturns recent(100);
   std::uint64_t episodes = 0;
+  if (k.resume) {
+    trainer.load(k.file);
+    recent.restore(resumed.recent);
+    episodes = resumed.episodes;
+    std::printf("%s: resumed from %s after update %llu (%llu env steps)\n", task.c_str(),
+                k.file.c_str(), static_cast<unsigned long long>(from.done),
+                static_cast<unsigned long long>(from.env_steps));
+    std::fflush(stdout);
+  }
+  log.header("rl", task, c.seed, command, config);  // once the run is set up (and resumed)
   // Trading: 300 updates in the default budget, a line every 25 (the test's cadence).
   const std::size_t print_every = trading ? 25 : 50;
   const auto start = std::chrono::steady_clock::now();
-  for (std::size_t u = 0; u < c.total_updates; ++u) {
+  for (std::size_t u = from.done; u < updates; ++u) {
     const PpoUpdateResult r = trainer.train_update();
     if (r.episodes > 0) recent.add(r.mean_episode_return, r.episodes);
     episodes += r.episodes;
     const std::size_t steps = (u + 1) * per_update;
     const bool reached = target && recent.full() && recent.mean() >= *target;
-    const bool last = u + 1 == c.total_updates;
+    const bool last = u + 1 == updates;
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (u % print_every == 0 || reached || last) {
@@ -609,6 +875,11 @@ int train_ppo(const std::string& task, const Options& o, const std::string& comm
       log.write(progress_record(task, c.seed, steps, episodes, recent.mean(), seconds)
                     .add("policy_loss", r.policy_loss)
                     .add("value_loss", r.value_loss));
+    }
+    if (k.due(u + 1, reached || last)) {
+      host.episodes = episodes;
+      host.recent = recent.values();
+      save_ppo(trainer, k, host);
     }
     if (reached || last) {
       log.write(end_record(task, c.seed, target, reached, steps, seconds));

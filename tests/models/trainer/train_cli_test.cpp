@@ -1,20 +1,34 @@
 // resident-train: bad usage (an unknown or repeated option, a malformed value, a config value out
 // of its range) exits 2 with one line naming the problem and no source location; errors in the
-// data or files exit 1 naming the value; without a GPU every task exits 4 with one plain line
+// data or files exit 1 naming the value; an RL --resume from a missing, unreadable, corrupt or
+// foreign checkpoint (another kind, task or config) is refused before the GPU is asked for, and a
+// budget it has already spent is bad usage; without a GPU every task exits 4 with one plain line
 // (CPU, runs in CI). A short synthetic run, its checkpoint and a resume exit 0 with one progress
-// line per epoch, and the RL tasks' (CartPole and trading) and the model's --log records match
-// their progress lines (GPU; skip without one).
+// line per epoch; the RL tasks' (CartPole and trading) and the model's --log records match their
+// progress lines; a DQN and a PPO CartPole run checkpointed and resumed to a larger budget, and a
+// DQN run killed with SIGKILL and resumed, end with the progress lines and log records of one
+// uninterrupted run (GPU; skip without one).
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
+#include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
+#include <random>
 #include <regex>
+#include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "lib/core/checkpoint_file.h"
 #include "lib/models/model_registry.h"
+#include "lib/rl/ppo/ppo_checkpoint.h"
+#include "lib/rl/ppo/ppo_config.h"
 #include "tests/support/gpu.h"
 #include "tests/support/temp_dir.h"
 
@@ -64,7 +78,8 @@ TEST(TrainCli, HelpListsTheModelsAndTheRlTasks) {
   for (const char* const option :
        {"--alpha X", "--beta-start X", "--beta-max X", "--beta-steps N", "--priority-epsilon X",
         "--market-seed N", "--market-steps N", "--signal-strength X", "--window N",
-        "--episode-length N", "--cost X", "--env-steps N", "--seed N", "--target R"}) {
+        "--episode-length N", "--cost X", "--env-steps N", "--seed N", "--target R",
+        "--checkpoint-every N", "--anneal-steps N"}) {
     const std::size_t at = r.output.find(std::string("  ") + option);
     ASSERT_NE(at, std::string::npos) << "missing " << option << " in\n" << r.output;
     const std::size_t next_option = r.output.find("\n  -", at + 1);
@@ -73,6 +88,11 @@ TEST(TrainCli, HelpListsTheModelsAndTheRlTasks) {
                 std::regex_search(entry, std::regex(R"(\([^()]*[0-9][^()]*\)\s*$)")))
         << option << " states no default:\n" << entry;
   }
+  // The RL checkpoint options (the models' --checkpoint and --resume have their own lines).
+  for (const char* const option : {"  --checkpoint DIR   save DIR/trainer.ckpt",
+                                   "  --resume           continue from DIR/trainer.ckpt"})
+    EXPECT_NE(r.output.find(option), std::string::npos) << "missing " << option << " in\n"
+                                                        << r.output;
 }
 
 TEST(TrainCli, BadUsageExitsTwoNamingTheProblem) {
@@ -133,6 +153,25 @@ TEST(TrainCli, BadUsageExitsTwoNamingTheProblem) {
       {"ppo-trading --signal-strength -1", "signal_strength = -1, allowed [0, 1]"},
       {"ppo-trading --envs 0", "invalid ppo-trading config: env_count = 0"},
       {"ppo-trading --lr 0", "invalid ppo-trading config: learning_rate = 0"},
+      // The RL checkpoint options (a folder that cannot be created: nothing is written).
+      {"dqn-cartpole --resume", "--resume needs --checkpoint DIR"},
+      {"ppo-trading --seed 2 --resume", "--resume needs --checkpoint DIR"},
+      {"dqn-cartpole --checkpoint /no/such/dir --resume --resume", "--resume given twice"},
+      {"dqn-cartpole --checkpoint /no/such/dir --checkpoint-every 0",
+       "--checkpoint-every = 0: expected a whole number in [1, 1e15]"},
+      {"ppo-cartpole --checkpoint /no/such/dir --checkpoint-every 1.5",
+       "--checkpoint-every = 1.5: expected a whole number in [1, 1e15]"},
+      {"dqn-trading --checkpoint /no/such/dir --checkpoint-every x",
+       "--checkpoint-every = 'x': not a finite number"},
+      {"ppo-trading --checkpoint /no/such/dir --checkpoint-every -3",
+       "--checkpoint-every = -3: expected a whole number in [1, 1e15]"},
+      {"dqn-cartpole --checkpoint /no/such/dir --checkpoint-every",
+       "--checkpoint-every needs a value"},
+      {"ppo-cartpole --checkpoint-every 5", "--checkpoint-every needs --checkpoint DIR"},
+      {"dqn-cartpole --checkpoint ''", "--checkpoint = '': expected a folder"},
+      {"dqn-cartpole --anneal-steps 1000", "unknown option --anneal-steps for dqn-cartpole"},
+      {"ppo-cartpole --anneal-steps -1", "--anneal-steps = -1: expected a whole number"},
+      {"ppo-trading --anneal-steps 1e3x", "--anneal-steps = '1e3x': not a finite number"},
   };
   const std::string m = any_model();
   if (!m.empty()) {
@@ -334,6 +373,335 @@ TEST(TrainCli, RlRunsLogTheirProgressLines) {
       EXPECT_FALSE(has(log.back(), R"("reached")")) << log.back();
     }
   }
+}
+
+// ---------------------------------------------------------------------------------------------
+// RL checkpoints
+
+void write_text(const std::filesystem::path& path, const std::string& text) {
+  std::filesystem::create_directories(path.parent_path());
+  std::ofstream(path, std::ios::binary) << text;
+}
+
+void write_bytes(const std::filesystem::path& path, const std::vector<std::byte>& bytes) {
+  std::filesystem::create_directories(path.parent_path());
+  std::ofstream(path, std::ios::binary)
+      .write(reinterpret_cast<const char*>(bytes.data()),
+             static_cast<std::streamsize>(bytes.size()));
+}
+
+// The config hash of ppo-cartpole at its defaults (PpoConfig's, seed 1) with an annealing horizon
+// of `total_updates` (--anneal-steps, default --env-steps, over 512 env steps per update), as
+// resident-train builds it.
+std::uint64_t ppo_cartpole_hash(std::size_t total_updates) {
+  resident::ppo::PpoConfig c;
+  c.total_updates = total_updates;
+  return resident::ppo::config_hash(c);
+}
+
+// A PPO checkpoint's host side as resident-train writes it after `updates` updates: the "config"
+// and "trainer" sections and, with `host_task` non-empty, resident-train's own section (u64
+// format 1, task, environment, u64 episodes, array<double> last-100 returns), but neither the
+// slab nor the env: every check before the GPU passes, the trainer's load on a GPU refuses it.
+std::vector<std::byte> ppo_checkpoint(std::uint64_t config_hash, std::uint64_t updates,
+                                      const std::string& host_task,
+                                      const std::string& environment = "cartpole") {
+  resident::CheckpointWriter out = resident::ppo::ppo_checkpoint_writer(config_hash);
+  resident::ppo::PpoTrainerState state;
+  state.updates_done = updates;
+  state.device_counters = {updates * 512, 0, updates * 16};
+  std::ostringstream rng;
+  rng << std::mt19937_64{};
+  state.host_rng = rng.str();
+  out.add(resident::ppo::kPpoTrainerSection, resident::ppo::ppo_trainer_section(state));
+  if (!host_task.empty()) {
+    const std::vector<double> recent(100, 21.5);
+    out.add("resident-train", resident::SectionWriter()
+                                  .put<std::uint64_t>(1)
+                                  .put_string(host_task)
+                                  .put_string(environment)
+                                  .put<std::uint64_t>(250)
+                                  .put_array<double>(recent)
+                                  .take());
+  }
+  return out.serialize();
+}
+
+// --resume reads the checkpoint on the host before it asks for a GPU: a missing, unreadable,
+// corrupt or foreign file (another kind, task or config) exits 1 naming it and what is wrong
+// (without a GPU, anything after the GPU check exits 4), and a budget the checkpoint has already
+// spent exits 2. The first runs checkpoint nothing: their folders are never created.
+TEST(TrainCli, RlResumeChecksTheCheckpointBeforeTheGpu) {
+  const resident::test::TempDir dir("train_cli");
+  const auto ckpt = [&](const std::string& name) { return dir / name / "trainer.ckpt"; };
+  const auto at = [&](const std::string& name) { return " --checkpoint " + (dir / name).string(); };
+  write_text(ckpt("text"), "not a checkpoint at all\n");
+  std::filesystem::create_directories(ckpt("folder"));
+  std::vector<std::byte> corrupt = ppo_checkpoint(ppo_cartpole_hash(10), 10, "ppo-cartpole");
+  corrupt[corrupt.size() / 2] ^= std::byte{0x40};
+  write_bytes(ckpt("corrupt"), corrupt);
+  write_bytes(ckpt("ppo"), ppo_checkpoint(ppo_cartpole_hash(10), 10, "ppo-cartpole"));
+  write_bytes(ckpt("dqn-other-config"),
+              resident::CheckpointWriter("dqn-trainer")
+                  .add("config", resident::SectionWriter().put<std::uint64_t>(12345).take())
+                  .serialize());
+  write_bytes(ckpt("ppo-other-config"), ppo_checkpoint(12345, 10, "ppo-cartpole"));
+  write_bytes(ckpt("ppo-other-task"), ppo_checkpoint(ppo_cartpole_hash(10), 10, "ppo-trading",
+                                                     R"({"market":"synthetic"})"));
+  write_bytes(ckpt("ppo-no-host"), ppo_checkpoint(ppo_cartpole_hash(10), 10, ""));
+
+  struct Case {
+    std::string arguments;
+    int status;
+    std::vector<std::string> messages;
+  };
+  const std::string other = "was written by another task or config; resume with the options of "
+                            "the run that wrote it";
+  const std::vector<Case> cases = {
+      {"dqn-cartpole --resume" + at("none"), 1,
+       {"--resume: " + ckpt("none").string() + " does not exist"}},
+      {"ppo-trading --resume" + at("none"), 1, {ckpt("none").string() + " does not exist"}},
+      {"dqn-trading --resume" + at("text"), 1,
+       {"read_checkpoint(\"" + ckpt("text").string() + "\")", "not a checkpoint"}},
+      {"ppo-cartpole --resume" + at("text"), 1, {ckpt("text").string(), "not a checkpoint"}},
+      {"dqn-cartpole --resume" + at("folder"), 1,
+       {ckpt("folder").string(), "I/O error (is a directory)"}},
+      {"ppo-cartpole --env-steps 10240 --anneal-steps 5120 --resume" + at("corrupt"), 1,
+       {ckpt("corrupt").string(), "corrupt checkpoint"}},
+      // Another kind: a PPO file for a DQN task.
+      {"dqn-cartpole --resume" + at("ppo"), 1,
+       {ckpt("ppo").string() + " " + other, "checkpoint kind mismatch",
+        "the file is a \"ppo-trainer\" checkpoint, expected \"dqn-trainer\""}},
+      // Another config of the same kind.
+      {"dqn-trading --resume" + at("dqn-other-config"), 1,
+       {ckpt("dqn-other-config").string() + " " + other, "config hash 12345 in the file"}},
+      {"ppo-cartpole --env-steps 10240 --anneal-steps 5120 --resume" + at("ppo-other-config"), 1,
+       {other + " (PPO: --anneal-steps, default --env-steps, is part of the config)",
+        "config hash 12345 in the file"}},
+      // A horizon other than the one the checkpoint was written with: --anneal-steps defaults to
+      // --env-steps (10240: 20 updates; the file's is 10).
+      {"ppo-cartpole --env-steps 10240 --resume" + at("ppo"), 1,
+       {other + " (PPO: --anneal-steps", "config hash " + std::to_string(ppo_cartpole_hash(10)) +
+                                             " in the file, " +
+                                             std::to_string(ppo_cartpole_hash(20))}},
+      // Another task, whose file resident-train tells by its own section.
+      {"ppo-cartpole --env-steps 10240 --anneal-steps 5120 --resume" + at("ppo-other-task"), 1,
+       {"--resume: " + ckpt("ppo-other-task").string() +
+        " was written by ppo-trading on {\"market\":\"synthetic\"}, this run is ppo-cartpole on "
+        "cartpole"}},
+      {"ppo-cartpole --env-steps 10240 --anneal-steps 5120 --resume" + at("ppo-no-host"), 1,
+       {ckpt("ppo-no-host").string() + " has no \"resident-train\" section"}},
+      // The checkpoint holds 10 updates of 512 env steps: a budget of 10 or fewer is spent.
+      {"ppo-cartpole --env-steps 5120 --resume" + at("ppo"), 2,
+       {"--env-steps = 5120: " + ckpt("ppo").string() +
+        " has 10 updates (5120 env steps) done; give a larger budget to continue"}},
+      {"ppo-cartpole --env-steps 5600 --anneal-steps 5120 --resume" + at("ppo"), 2,
+       {"--env-steps = 5600: " + ckpt("ppo").string() + " has 10 updates (5120 env steps) done"}},
+      // --log on --resume appends to its file, which must be openable.
+      {"ppo-cartpole --env-steps 10240 --anneal-steps 5120 --resume" + at("ppo") + " --log " +
+           (dir / "no" / "x.jsonl").string(),
+       1, {(dir / "no" / "x.jsonl").string() + ": No such file or directory"}},
+  };
+  for (const Case& c : cases) {
+    const CliRun r = run(c.arguments);
+    EXPECT_EQ(r.status, c.status) << c.arguments << "\n" << r.output;
+    for (const std::string& message : c.messages)
+      EXPECT_NE(r.output.find(message), std::string::npos)
+          << c.arguments << ": missing \"" << message << "\" in\n"
+          << r.output;
+    if (c.status == 2) {
+      EXPECT_FALSE(names_a_source_file(r.output)) << c.arguments << "\n" << r.output;
+    }
+  }
+  // A checkpoint that passes every host check: without a GPU the run stops at the GPU check;
+  // with one the trainer's own load refuses the file, which holds no slab.
+  std::string reason;
+  const bool gpu = resident::test::gpu_available(&reason);
+  const CliRun r = run("ppo-cartpole --env-steps 10240 --anneal-steps 5120 --resume" + at("ppo"));
+  EXPECT_EQ(r.status, gpu ? 1 : 4) << r.output;
+  EXPECT_NE(r.output.find(gpu ? "missing section" : "no NVIDIA GPU found"), std::string::npos)
+      << r.output;
+  // None of these runs created a checkpoint folder.
+  EXPECT_FALSE(std::filesystem::exists(dir / "none"));
+}
+
+// A progress line or a log record without its wall-clock time (", 12.3 s" at the line's end,
+// "wall_s":12.3 in a record), which differs between two runs of the same computation.
+std::string without_time(const std::string& text) {
+  static const std::regex line_time(R"(, [0-9.]+ s$)");
+  static const std::regex record_time(R"("wall_s":[^,}]*)");
+  return std::regex_replace(std::regex_replace(text, line_time, ""), record_time, "\"wall_s\"");
+}
+
+// The progress lines of a run's output ("<algo> seed N: ... env steps, ..."), without their time.
+std::vector<std::string> progress_lines(const std::string& output) {
+  std::vector<std::string> out;
+  std::istringstream in(output);
+  for (std::string line; std::getline(in, line);)
+    if (line.find(" seed ") != std::string::npos && line.find(" env steps, ") != std::string::npos)
+      out.push_back(without_time(line));
+  return out;
+}
+
+// A DQN and a PPO CartPole run checkpointed, then resumed to a larger budget, print the progress
+// lines and write the log records (header aside) of one uninterrupted run to that budget, bit for
+// bit but for the wall-clock times: the printed last-100 mean and losses and the records' values.
+// DQN: epochs of 4,000 env steps, a line every 10; 40,000 then 48,000 env steps, one line each;
+// the reference prints both. PPO: updates of 512 env steps, a line at the first and the last;
+// 18 updates then 20, so the resumed updates' last-100 window spans both runs; the first run
+// anneals over the final 20 updates (--anneal-steps 10240), as the reference does.
+TEST(TrainCli, RlResumeToALargerBudgetContinuesBitIdentically) {
+  RESIDENT_REQUIRE_GPU();
+  const resident::test::TempDir dir("train_cli");
+  struct Case {
+    std::string task, first, resumed, reference, resumed_line;
+    std::size_t done;  // epochs or updates in the first run's checkpoint
+  };
+  const std::vector<Case> cases = {
+      {"dqn-cartpole", "dqn-cartpole --seed 2 --checkpoint-every 4 --env-steps 40000",
+       "dqn-cartpole --seed 2 --checkpoint-every 4 --env-steps 48000 --resume",
+       "dqn-cartpole --seed 2 --env-steps 48000", "after epoch 10 (40000 env steps)", 10},
+      {"ppo-cartpole",
+       "ppo-cartpole --seed 2 --checkpoint-every 4 --env-steps 9216 --anneal-steps 10240",
+       "ppo-cartpole --seed 2 --checkpoint-every 4 --env-steps 10240 --resume",
+       "ppo-cartpole --seed 2 --env-steps 10240", "after update 18 (9216 env steps)", 18},
+  };
+  for (const Case& c : cases) {
+    const std::string folder = (dir / c.task).string();
+    const std::string log = (dir / (c.task + ".jsonl")).string();
+    const std::string reference_log = (dir / (c.task + "-reference.jsonl")).string();
+    const std::string saving = " --checkpoint " + folder + " --log " + log;
+    const CliRun first = run(c.first + saving);
+    std::printf("%s", first.output.c_str());
+    EXPECT_TRUE(first.status == 0 || first.status == 3) << c.first << "\n" << first.output;
+    EXPECT_TRUE(std::filesystem::exists(dir / c.task / "trainer.ckpt")) << c.first;
+    EXPECT_FALSE(std::filesystem::exists(dir / c.task / "trainer.ckpt.staged")) << c.first;
+    const CliRun resumed = run(c.resumed + saving);
+    std::printf("%s", resumed.output.c_str());
+    EXPECT_NE(resumed.output.find(c.task + ": resumed from " + folder + "/trainer.ckpt " +
+                                  c.resumed_line),
+              std::string::npos)
+        << resumed.output;
+    const CliRun reference = run(c.reference + " --log " + reference_log);
+    std::printf("%s", reference.output.c_str());
+    EXPECT_EQ(resumed.status, reference.status) << resumed.output << reference.output;
+
+    // Output: the first run's first line is the reference's first (DQN: its only one), the
+    // resumed run's one line the reference's last.
+    const std::vector<std::string> a = progress_lines(first.output);
+    const std::vector<std::string> b = progress_lines(resumed.output);
+    const std::vector<std::string> ref = progress_lines(reference.output);
+    ASSERT_EQ(ref.size(), 2u) << reference.output;
+    ASSERT_FALSE(a.empty()) << first.output;
+    ASSERT_EQ(b.size(), 1u) << resumed.output;
+    EXPECT_EQ(a.front(), ref.front());
+    EXPECT_EQ(b.back(), ref.back());
+
+    // The log: the first run's header, its lines and end; then (appended) a header that says
+    // where it resumed, the resumed line and end. The reference: header, 2 lines, end.
+    const std::vector<std::string> lines = lines_of(log);
+    const std::vector<std::string> ref_lines = lines_of(reference_log);
+    ASSERT_EQ(ref_lines.size(), 4u) << reference_log;
+    ASSERT_EQ(lines.size(), a.size() + 5) << log;
+    const std::size_t second_header = a.size() + 2;
+    EXPECT_TRUE(has(lines[second_header], R"("record":"header")") &&
+                has(lines[second_header],
+                    std::string(c.task[0] == 'd' ? R"("resumed_after_epoch":)"
+                                                 : R"("resumed_after_update":)") +
+                        std::to_string(c.done) + ",") &&
+                has(lines[second_header], R"("checkpoint":")" + folder + "\""))
+        << lines[second_header];
+    EXPECT_TRUE(has(lines[0], c.task[0] == 'd' ? R"("resumed_after_epoch":0,)"
+                                               : R"("resumed_after_update":0,)"))
+        << lines[0];
+    EXPECT_EQ(without_time(lines[1]), without_time(ref_lines[1]));
+    EXPECT_EQ(without_time(lines[second_header + 1]), without_time(ref_lines[2]));
+    EXPECT_EQ(without_time(lines.back()), without_time(ref_lines.back()));
+  }
+}
+
+// A DQN run killed with SIGKILL right after its epoch-10 progress record (a checkpoint after
+// every epoch) leaves a whole checkpoint of epoch 9 or later (at most one period lost: the
+// epoch's line is written before its checkpoint); --resume continues from it to 80,000 env
+// steps (20 epochs) and ends with the progress line and end record of one uninterrupted run.
+TEST(TrainCli, RlRunKilledMidRunResumesFromItsLastCheckpoint) {
+  RESIDENT_REQUIRE_GPU();
+  const resident::test::TempDir dir("train_cli");
+  const std::string folder = (dir / "ckpt").string();
+  const std::filesystem::path log = dir / "killed.jsonl";
+  const std::string common = "dqn-cartpole --seed 2 --checkpoint " + folder + " --log " +
+                             log.string();
+  // Far more env steps than the run lives: it is killed, it never finishes.
+  const std::string command = std::string("exec ") + RESIDENT_TRAIN_BINARY + " " + common +
+                              " --checkpoint-every 1 --env-steps 4000000 > " +
+                              (dir / "killed.out").string() + " 2>&1";
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  bool progress = false;
+  int raw = 0;
+  bool exited = false;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(5);
+  while (!progress && !exited && std::chrono::steady_clock::now() < deadline) {
+    for (const std::string& line : lines_of(log))
+      progress = progress || has(line, R"("record":"progress")");
+    if (progress) break;
+    exited = ::waitpid(child, &raw, WNOHANG) == child;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (!exited) {
+    ::kill(child, SIGKILL);
+    ASSERT_EQ(::waitpid(child, &raw, 0), child);
+  }
+  std::ifstream out(dir / "killed.out");
+  const std::string killed_output((std::istreambuf_iterator<char>(out)),
+                                  std::istreambuf_iterator<char>());
+  std::printf("%s", killed_output.c_str());
+  ASSERT_TRUE(progress) << "no progress record before the run ended or 5 minutes passed\n"
+                        << killed_output;
+  EXPECT_TRUE(WIFSIGNALED(raw) && WTERMSIG(raw) == SIGKILL) << killed_output;
+  ASSERT_TRUE(std::filesystem::exists(dir / "ckpt" / "trainer.ckpt"));
+
+  const CliRun resumed = run(common + " --env-steps 80000 --resume");
+  std::printf("%s", resumed.output.c_str());
+  std::smatch from;
+  const std::regex resumed_line("dqn-cartpole: resumed from " + folder +
+                                R"(/trainer\.ckpt after epoch ([0-9]+) \(([0-9]+) env steps\))");
+  ASSERT_TRUE(std::regex_search(resumed.output, from, resumed_line)) << resumed.output;
+  const std::size_t epoch = std::stoul(from[1].str());
+  EXPECT_GE(epoch, 9u) << "more than one period lost";
+  EXPECT_LT(epoch, 20u) << "the killed run got within the resumed budget";
+  EXPECT_EQ(std::stoul(from[2].str()), epoch * 4000);
+
+  const std::filesystem::path reference_log = dir / "reference.jsonl";
+  const CliRun reference =
+      run("dqn-cartpole --seed 2 --env-steps 80000 --log " + reference_log.string());
+  std::printf("%s", reference.output.c_str());
+  EXPECT_EQ(resumed.status, reference.status);
+  const std::vector<std::string> b = progress_lines(resumed.output);
+  const std::vector<std::string> ref = progress_lines(reference.output);
+  ASSERT_FALSE(b.empty()) << resumed.output;
+  ASSERT_FALSE(ref.empty()) << reference.output;
+  EXPECT_EQ(b.back(), ref.back());
+
+  // The log: the killed run's header and epoch-10 record and no end record, then the resumed
+  // run's header saying where it resumed, its records and its end, that of the reference.
+  const std::vector<std::string> lines = lines_of(log);
+  const std::vector<std::string> ref_lines = lines_of(reference_log);
+  ASSERT_GE(lines.size(), 5u) << log;
+  EXPECT_TRUE(has(lines[0], R"("record":"header")") && has(lines[0], R"("resumed_after_epoch":0,)"))
+      << lines[0];
+  EXPECT_TRUE(has(lines[1], R"("record":"progress")") && has(lines[1], R"("env_steps":40000,)"))
+      << lines[1];
+  EXPECT_TRUE(has(lines[2], R"("record":"header")") &&
+              has(lines[2], R"("resumed_after_epoch":)" + std::to_string(epoch) + ","))
+      << lines[2];
+  ASSERT_FALSE(ref_lines.empty());
+  EXPECT_EQ(without_time(lines[lines.size() - 2]), without_time(ref_lines[ref_lines.size() - 2]));
+  EXPECT_EQ(without_time(lines.back()), without_time(ref_lines.back()));
 }
 
 }  // namespace
