@@ -70,7 +70,8 @@ std::string describe_tft(const TftConfig& config, const ModelShape& shape) {
   return "tft: H " + std::to_string(config.hidden) + ", " + std::to_string(config.heads) +
          " heads, d_c " + std::to_string(config.prescale) + ", quantiles " +
          levels(config.quantiles) + ", L " + std::to_string(shape.window) + ", F " +
-         std::to_string(shape.features) + ", " + std::to_string(shape.outputs) + " outputs";
+         std::to_string(shape.features) + ", " + std::to_string(shape.outputs) + " outputs" +
+         (config.fused_variable_grns ? ", fused variable GRNs" : "");
 }
 
 }  // namespace resident::models

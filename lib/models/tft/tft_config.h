@@ -23,6 +23,11 @@ struct TftConfig {
   // Ascending, each in (0, 1), one of them 0.5 (the median the trainer validates with MSE);
   // [1, 16] levels.
   std::vector<float> quantiles = {0.1f, 0.5f, 0.9f};
+  // The F per-variable GRNs as one fused kernel forward and one backward (plus a fixed-order
+  // reduction; kernels/models/tft/tft_variable_grn.h) instead of strided-batched GEMMs and
+  // elementwise kernels over [N, F, H] intermediates. Same math, another summation order (not bit
+  // equal to the unfused path); off by default. describe() names it when on.
+  bool fused_variable_grns = false;
 };
 
 // shape (the trainer's: outputs = horizon * target columns, before the quantiles): window
@@ -33,7 +38,9 @@ void validate_tft_config(const TftConfig& config, const ModelShape& shape);
 // The index of the 0.5 level in config.quantiles.
 std::size_t tft_median_index(const TftConfig& config);
 
-// "tft: H 32, 4 heads, d_c 8, quantiles [0.1, 0.5, 0.9], L 64, F 32, 1 outputs"
+// "tft: H 32, 4 heads, d_c 8, quantiles [0.1, 0.5, 0.9], L 64, F 32, 1 outputs", with
+// ", fused variable GRNs" appended when config.fused_variable_grns (a checkpoint's fingerprint
+// holds describe(): one saved by the other path is refused).
 std::string describe_tft(const TftConfig& config, const ModelShape& shape);
 
 }  // namespace resident::models

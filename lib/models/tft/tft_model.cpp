@@ -10,6 +10,7 @@
 #include "kernels/models/tft/tft_attention.h"
 #include "kernels/models/tft/tft_elementwise.h"
 #include "kernels/models/tft/tft_lstm.h"
+#include "kernels/models/tft/tft_variable_grn.h"
 #include "kernels/models/tft/tft_vsn_combine.h"
 #include "kernels/nn/activation.h"
 #include "kernels/nn/bias.h"
@@ -28,6 +29,8 @@ namespace {
 namespace kt = kernels::tft;
 using nn::GradMode;
 constexpr float kNormEps = 1e-5f;
+// The fused per-variable GRNs take every size validate_tft_config allows.
+static_assert(kTftMaxHidden <= kt::kVariableGrnMaxHidden && 64 <= kt::kVariableGrnMaxPrescale);
 const kernels::Activation kElu{kernels::ActivationKind::Elu};
 
 ModelShape with_quantiles(const ModelShape& shape, const TftConfig& config) {
@@ -74,6 +77,7 @@ TftModel::TftModel(const ModelShape& shape, const TftConfig& config, std::uint64
   for (std::size_t i = 0; i < specs.size(); ++i)
     slab_.upload(nn::SlabPart::Params, specs[i].name, init[i], nullptr);
   kt::prepare_lstm_kernels();
+  if (config_.fused_variable_grns) kt::prepare_variable_grn_kernels();
 
   const std::size_t B = shape_.max_batch, L = shape_.window, F = shape_.features;
   const std::size_t H = config_.hidden, dc = config_.prescale, dv = H / config_.heads;
@@ -166,6 +170,10 @@ TftModel::TftModel(const ModelShape& shape, const TftConfig& config, std::uint64
     ln_scratch_floats_ = std::max({kernels::layer_norm_backward_scratch_floats(N, wide),
                                    kernels::layer_norm_backward_scratch_floats(N * F, H)});
     ln_scratch_ = take(ln_scratch_floats_);
+    if (config_.fused_variable_grns) {
+      vgrn_partials_floats_ = kt::variable_grn_partials_floats(N, F, H, dc);
+      vgrn_partials_ = take(vgrn_partials_floats_);
+    }
   };
   ScratchCarver plan(nullptr);
   carve(plan);
@@ -247,12 +255,19 @@ void TftModel::grn_backward(const StreamContext& c, Grn& g, std::size_t batch, c
 }
 
 // The F per-variable GRNs: every GEMM strided-batched over the variables, reading e [N, F, dc]
-// and writing [N, F, width] in place (row stride F * width, batch stride width).
+// and writing [N, F, width] in place (row stride F * width, batch stride width). With
+// config_.fused_variable_grns, one fused kernel writes xhatv_ alone (its backward recomputes).
 void TftModel::variable_grns_forward(const StreamContext& c, std::size_t batch) {
   const cudaStream_t s = c.stream();
   const std::size_t N = batch * shape_.window, F = shape_.features, H = config_.hidden;
   const std::size_t dc = config_.prescale;
   const auto p = [&](const char* name) { return slab_.param(std::string("vsn_var.") + name); };
+  if (config_.fused_variable_grns) {
+    const kt::VgrnWeights w{p("fc1.weight"), p("fc1.bias"),  p("fc2.weight"),  p("fc2.bias"),
+                            p("glu.weight"), p("glu.bias"),  p("skip.weight"), p("skip.bias")};
+    kt::launch_variable_grn_forward(xhatv_, e_, w, N, F, H, dc, kNormEps, s);
+    return;
+  }
   gemm_rm(c, false, true, N, H, dc, e_, F * dc, dc, p("fc1.weight"), dc, H * dc, 0.0f, z1v_, F * H,
           H, F);
   kernels::launch_add_bias(z1v_, p("fc1.bias"), N, F * H, s);
@@ -278,6 +293,15 @@ void TftModel::variable_grns_backward(const StreamContext& c, std::size_t batch)
   const std::size_t dc = config_.prescale;
   const auto p = [&](const char* name) { return slab_.param(std::string("vsn_var.") + name); };
   const auto g = [&](const char* name) { return slab_.grad(std::string("vsn_var.") + name); };
+  if (config_.fused_variable_grns) {
+    const kt::VgrnWeights w{p("fc1.weight"), p("fc1.bias"),  p("fc2.weight"),  p("fc2.bias"),
+                            p("glu.weight"), p("glu.bias"),  p("skip.weight"), p("skip.bias")};
+    const kt::VgrnGrads gw{g("fc1.weight"), g("fc1.bias"),  g("fc2.weight"),  g("fc2.bias"),
+                           g("glu.weight"), g("glu.bias"),  g("skip.weight"), g("skip.bias")};
+    kt::launch_variable_grn_backward(de_, gw, vgrn_partials_, vgrn_partials_floats_, dxhatv_, e_,
+                                     w, N, F, H, dc, kNormEps, s);
+    return;
+  }
   float* drv = dxhatv_;  // in place
   kernels::launch_layer_norm_backward(drv, nullptr, nullptr, nullptr, 0, rv_, ones_, meanv_,
                                       rstdv_, dxhatv_, N * F, H, GradMode::Overwrite, s);

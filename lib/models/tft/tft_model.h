@@ -20,7 +20,10 @@
 // Backward runs the same ops in reverse: the LSTM's reverse-time kernel writes dz for every
 // step, then dWih, db, dxi and dWhh are GEMMs over all N rows; the per-variable GRNs' weight
 // gradients are strided-batched GEMMs over N rows, their biases and the combine's gamma and beta
-// fixed-order column sums (kernels/nn/bias.h).
+// fixed-order column sums (kernels/nn/bias.h). With TftConfig::fused_variable_grns the
+// per-variable GRNs run instead as one fused kernel forward (xhat only) and one backward that
+// recomputes the chain, plus a fixed-order reduction of its per-chunk parameter gradients
+// (kernels/models/tft/tft_variable_grn.h); the combine and everything else are unchanged.
 //
 // Scratch (every saved activation for shape.max_batch rows, the backward's buffers) is allocated
 // once and filled with NaN at construction, so a read of anything a step did not write shows.
@@ -115,6 +118,8 @@ class TftModel final : public SupervisedModel {
   float *dr_ = nullptr, *dpre_ = nullptr, *deta1_ = nullptr, *deta2_ = nullptr;
   float *ln_scratch_ = nullptr;
   std::size_t ln_scratch_floats_ = 0;
+  float* vgrn_partials_ = nullptr;  // the fused variable GRNs' per-chunk gradients (when on)
+  std::size_t vgrn_partials_floats_ = 0;
   std::size_t last_batch_ = 0;  // of the last forward; 0 before the first
 };
 

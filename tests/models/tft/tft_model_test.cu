@@ -9,7 +9,10 @@
 //   - a CUDA graph of zero_grads + forward + pinball + backward + clip_and_adamw_step replayed 3
 //     times equals 3 eager steps bit for bit (memcmp of the parameters);
 //   - one train step at the benchmark shape (batch 256, L 64, F 32, the registry's config) with a
-//     finite loss, and its graph-replayed time printed (target <= 1.2 ms).
+//     finite loss, and its graph-replayed time printed (target <= 1.2 ms);
+//   - the same checks with TftConfig::fused_variable_grns on (the fused per-variable GRN
+//     kernels, kernels/models/tft/tft_variable_grn.h), plus a case of 384 rows (two 256-row
+//     chunks of the fused backward, the second partial), and its benchmark-shape step time.
 // Tolerances: |gpu - ref| <= atol + rtol |ref| with rtol 5e-3, atol 5e-4 (fp32 without TF32
 // against double through a 64-wide GRN stack, an LSTM and five LayerNorms).
 #include <gtest/gtest.h>
@@ -175,6 +178,27 @@ TEST(TftModel, GradientsMatchReferenceAtInitWide) {
   check_against_reference(tiny(64, 4, 4), ModelShape{8, 3, 1, 2}, 2, false, 6);
 }
 
+TftConfig fused(TftConfig c) {
+  c.fused_variable_grns = true;
+  return c;
+}
+
+TEST(TftModel, FusedVariableGrnsGradientsMatchReference) {
+  RESIDENT_REQUIRE_GPU();
+  check_against_reference(fused(tiny(8, 2, 2)), ModelShape{6, 3, 1, 5}, 5, true, 1);
+  check_against_reference(fused(tiny(12, 3, 3)), ModelShape{5, 4, 2, 4}, 3, true, 2);
+  check_against_reference(fused(tiny(8, 2, 2)), ModelShape{1, 3, 1, 2}, 2, true, 3);
+  check_against_reference(fused(tiny(8, 2, 2)), ModelShape{7, 2, 1, 3}, 1, true, 4);
+  // 12 x 32 = 384 rows: two chunks of the fused backward, the second a partial sub-tile.
+  check_against_reference(fused(tiny(8, 2, 2)), ModelShape{32, 3, 1, 12}, 12, true, 7);
+}
+
+TEST(TftModel, FusedVariableGrnsGradientsMatchReferenceAtInitWide) {
+  RESIDENT_REQUIRE_GPU();
+  check_against_reference(fused(TftConfig{}), ModelShape{12, 5, 1, 3}, 3, false, 5);
+  check_against_reference(fused(tiny(64, 4, 4)), ModelShape{8, 3, 1, 2}, 2, false, 6);
+}
+
 struct TrainStep {
   TftModel* model;
   const float *x, *y, *taus;
@@ -219,11 +243,10 @@ struct StepBuffers {
   }
 };
 
-TEST(TftModel, GraphReplayEqualsEagerBitForBit) {
-  RESIDENT_REQUIRE_GPU();
+// 3 eager steps against 3 replays of a captured step, from the same init: equal bit for bit.
+void check_graph_replay_equals_eager(const TftConfig& config) {
   const ModelShape shape{16, 5, 2, 24};
   const std::size_t batch = 24;
-  const TftConfig config = tiny(16, 4, 4);
   StreamContext ctx;
   TftModel eager(shape, config, 81), graphed(shape, config, 81);
   StepBuffers buffers(shape, batch, config, 82);
@@ -233,6 +256,16 @@ TEST(TftModel, GraphReplayEqualsEagerBitForBit) {
   th::run_eager_then_replayed(ctx, 3, [&] { a.enqueue(ctx); }, [&] { b.enqueue(ctx); });
   th::expect_replay_equals_eager(eager.slab(), graphed.slab(),
                                  TftModel(shape, config, 81).slab(), ctx.stream());
+}
+
+TEST(TftModel, GraphReplayEqualsEagerBitForBit) {
+  RESIDENT_REQUIRE_GPU();
+  check_graph_replay_equals_eager(tiny(16, 4, 4));
+}
+
+TEST(TftModel, FusedVariableGrnsGraphReplayEqualsEagerBitForBit) {
+  RESIDENT_REQUIRE_GPU();
+  check_graph_replay_equals_eager(fused(tiny(16, 4, 4)));
 }
 
 TEST(TftModel, RejectsBadBatches) {
@@ -261,6 +294,24 @@ TEST(TftModel, BenchmarkShapeStep) {
   const double ms =
       th::expect_wall_timed_step(ctx, [&] { step.enqueue(ctx); }, buffers.loss, 3, 20);
   std::printf("TFT train step (graph replay, batch 256): %.3f ms (target <= 1.2 ms)\n", ms);
+}
+
+// The registry's config with the fused per-variable GRNs; compare with BenchmarkShapeStep's line
+// from the same run (same card).
+TEST(TftModel, BenchmarkShapeStepFusedVariableGrns) {
+  RESIDENT_REQUIRE_GPU();
+  const ModelShape shape{64, 32, 1, 256};
+  const std::size_t batch = 256;
+  StreamContext ctx;
+  TftModel model(shape, fused(TftConfig{}), 1);
+  std::printf("%s: %zu parameters\n", model.describe().c_str(), model.slab().total_elements());
+  StepBuffers buffers(shape, batch, model.config(), 5);
+  const TrainStep step = buffers.step(&model, shape, batch, model.config());
+  const double ms =
+      th::expect_wall_timed_step(ctx, [&] { step.enqueue(ctx); }, buffers.loss, 3, 20);
+  std::printf("TFT train step (graph replay, batch 256, fused variable GRNs): %.3f ms (target <= "
+              "1.2 ms)\n",
+              ms);
 }
 
 }  // namespace
