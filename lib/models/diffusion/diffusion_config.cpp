@@ -64,6 +64,9 @@ void validate_diffusion_config(const DiffusionConfig& config, const ModelShape& 
   require_range("shape.max_batch", shape.max_batch, 1, kMax, __LINE__);
   require_range("steps", config.steps, 2, kDiffusionMaxSteps, __LINE__);
   require_range("width", config.width, 1, kDiffusionMaxWidth, __LINE__);
+  if (config.fused_sampler_blocks)
+    require_range("width (fused_sampler_blocks)", config.width, 1, kDiffusionFusedMaxWidth,
+                  __LINE__);
   require_range("blocks", config.blocks, 1, kDiffusionMaxBlocks, __LINE__);
   require_range("time_dim", config.time_dim, 4, kDiffusionMaxWidth, __LINE__);
   if (config.time_dim % 2 != 0)
@@ -103,6 +106,7 @@ std::string describe_diffusion(const DiffusionConfig& config, const ModelShape& 
       << config.time_dim << " -> " << config.width << "] -> " << config.width << " x "
       << config.blocks << " blocks -> " << shape.outputs << ", " << config.samples
       << " samples per window";
+  if (config.fused_sampler_blocks) out << ", fused sampler blocks";
   return out.str();
 }
 

@@ -42,6 +42,7 @@ inline constexpr std::size_t kDiffusionMaxQuantiles = 16;
 inline constexpr std::size_t kDiffusionMaxSteps = 10000;
 inline constexpr std::size_t kDiffusionMaxWidth = 4096;
 inline constexpr std::size_t kDiffusionMaxBlocks = 16;
+inline constexpr std::size_t kDiffusionFusedMaxWidth = 1024;  // fused_sampler_blocks' widest D
 
 struct DiffusionConfig {
   std::size_t steps = 200;    // T, diffusion steps, [2, kDiffusionMaxSteps]
@@ -61,16 +62,23 @@ struct DiffusionConfig {
   // at most kDiffusionMaxQuantiles; which of them a call returns is the
   // caller's choice.
   std::vector<double> quantiles{0.1, 0.5, 0.9};
+  // The sampler's residual blocks as one fused kernel each per step
+  // (kernels/models/diffusion/diffusion_fused_block.h: LayerNorm, fc1, bias + temb + SiLU, fc2
+  // and the residual in one launch, 1 + blocks + 2 launches a step instead of 1 + 5 blocks + 2);
+  // inference only, training unchanged; width at most kDiffusionFusedMaxWidth. Off by default.
+  // describe() names it when on.
+  bool fused_sampler_blocks = false;
 };
 
 // Throws resident::Error naming the field, its value and the allowed range when
-// `config` or `shape` (window, features, outputs in [1, kDiffusionMaxOutputs],
-// max_batch >= 1; every GEMM dimension, max_batch * samples rows included,
-// within cuBLAS' int range) is out of range.
+// `config` (width at most kDiffusionFusedMaxWidth when fused_sampler_blocks) or `shape`
+// (window, features, outputs in [1, kDiffusionMaxOutputs], max_batch >= 1; every GEMM
+// dimension, max_batch * samples rows included, within cuBLAS' int range) is out of range.
 void validate_diffusion_config(const DiffusionConfig& config, const ModelShape& shape);
 
 // "diffusion T=200 linear fixedsmall, denoiser [x_t 1 | history 2048 -> 256 | time 64 -> 256]
-// -> 256 x 3 blocks -> 1, 8 samples per window".
+// -> 256 x 3 blocks -> 1, 8 samples per window", with ", fused sampler blocks" appended when
+// config.fused_sampler_blocks (a checkpoint's fingerprint holds describe()).
 std::string describe_diffusion(const DiffusionConfig& config, const ModelShape& shape);
 
 }  // namespace resident::models

@@ -2,6 +2,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <array>
 #include <string>
 
 #include "kernels/core/error.h"
@@ -9,6 +10,7 @@
 #include "kernels/models/diffusion/diffusion_block_activation.h"
 #include "kernels/models/diffusion/diffusion_concat.h"
 #include "kernels/models/diffusion/diffusion_draw.h"
+#include "kernels/models/diffusion/diffusion_fused_block.h"
 #include "kernels/models/diffusion/diffusion_input_grad.h"
 #include "kernels/models/diffusion/diffusion_residual.h"
 #include "kernels/models/diffusion/diffusion_sampler_input.h"
@@ -27,6 +29,8 @@ namespace kd = kernels::diffusion;
 
 static_assert(kDiffusionMaxSamples == static_cast<std::size_t>(kd::kMaxSummarySamples));
 static_assert(kDiffusionMaxQuantiles == static_cast<std::size_t>(kd::kMaxSummaryLevels));
+static_assert(kDiffusionFusedMaxWidth == kd::kFusedBlockMaxWidth);
+static_assert(2 * kDiffusionMaxBlocks == kd::kFusedBlockMaxMatrices);
 
 namespace {
 
@@ -57,7 +61,9 @@ ScratchSizes scratch_sizes(const DiffusionConfig& c, const ModelShape& s) {
            B * D, B * D, nb * B * D, B * D, B * K, B * D, B * D, ln_scratch, partials,
            // sampler
            R * O, R * D, R * D, R * D, R * D, R * D, R * O, B * D, B * D, B * D, B * D,
-           T * c.time_dim, T * D, T * D, T * D, T * D}};
+           T * c.time_dim, T * D, T * D, T * D, T * D,
+           // the fused sampler blocks' transposed weights [2 * blocks, D, D] (none when off)
+           c.fused_sampler_blocks ? 2 * nb * D * D : 0}};
 }
 
 std::size_t scratch_bytes(const DiffusionConfig& c, const ModelShape& s) {
@@ -151,10 +157,11 @@ DiffusionModel::DiffusionModel(const ModelShape& shape, const DiffusionConfig& c
         &eps_hat_, &d_eps_hat_,  &dh_,       &da_,   &dz_,    &dln_,        &du_,   &dcond_,
         &dtemb_,   &ln_scratch_, &partials_, &sx_,   &sh_,    &sln_,        &sz_,   &sa_,
         &sy_,      &seps_,       &sc1_,      &sc1a_, &scond_, &scond_proj_, &tsin_, &te1_,
-        &te1a_,    &ttemb_,      &tproj_})
+        &te1a_,    &ttemb_,      &tproj_,    &swt_})
     *p = take_poisoned(arena_, n[i++]);
   ln_scratch_floats_ = n[25];
   partials_count_ = n[26];
+  if (config_.fused_sampler_blocks) kd::prepare_diffusion_fused_block_kernel();
   RESIDENT_CUDA_CHECK(cudaDeviceSynchronize());  // setup: uploads and poisoning are done
 }
 
@@ -308,17 +315,37 @@ void DiffusionModel::sample(const StreamContext& context, const float* x, std::s
                                     dim(D), &one, input_.w + O, dim(K), scond_, dim(D), &zero,
                                     scond_proj_, dim(D)));
 
+  // The fused blocks read each block's fc1 and fc2 weights transposed (this call's parameters).
+  const bool fused = config_.fused_sampler_blocks;
+  if (fused) {
+    std::array<const float*, kd::kFusedBlockMaxMatrices> w{};
+    for (std::size_t k = 0; k < blocks_.size(); ++k) {
+      w[2 * k] = blocks_[k].fc1.w;
+      w[2 * k + 1] = blocks_[k].fc2.w;
+    }
+    kd::launch_diffusion_fused_weights(swt_, w.data(), 2 * blocks_.size(), D, s);
+  }
+
   kd::launch_diffusion_sampler_noise(sx_, key, R, O, s);
   for (std::size_t t = T; t-- > 0;) {
     kd::launch_diffusion_sampler_input(sh_, sx_, input_.w, scond_proj_, tproj_ + t * D, input_.b, R,
                                        samples_per_window, O, D, s);
-    for (const Block& bk : blocks_) {
-      kernels::launch_layer_norm_forward(sln_, nullptr, nullptr, sh_, bk.gamma, bk.beta, R, D,
-                                         kLayerNormEps, s);
-      nn::linear_forward(context, shape_of(R, D, D), sz_, sln_, bk.fc1.w, nullptr);
-      kd::launch_diffusion_block_activation(sz_, sa_, bk.fc1.b, ttemb_ + t * D, 0, R, D, s);
-      nn::linear_forward(context, shape_of(R, D, D), sy_, sa_, bk.fc2.w, nullptr);
-      kd::launch_diffusion_residual(sh_, sh_, sy_, bk.fc2.b, R, D, s);
+    if (fused) {
+      for (std::size_t k = 0; k < blocks_.size(); ++k) {
+        const Block& bk = blocks_[k];
+        kd::launch_diffusion_fused_block(sh_, bk.gamma, bk.beta, swt_ + 2 * k * D * D, bk.fc1.b,
+                                         ttemb_ + t * D, swt_ + (2 * k + 1) * D * D, bk.fc2.b, R,
+                                         D, kLayerNormEps, s);
+      }
+    } else {
+      for (const Block& bk : blocks_) {
+        kernels::launch_layer_norm_forward(sln_, nullptr, nullptr, sh_, bk.gamma, bk.beta, R, D,
+                                           kLayerNormEps, s);
+        nn::linear_forward(context, shape_of(R, D, D), sz_, sln_, bk.fc1.w, nullptr);
+        kd::launch_diffusion_block_activation(sz_, sa_, bk.fc1.b, ttemb_ + t * D, 0, R, D, s);
+        nn::linear_forward(context, shape_of(R, D, D), sy_, sa_, bk.fc2.w, nullptr);
+        kd::launch_diffusion_residual(sh_, sh_, sy_, bk.fc2.b, R, D, s);
+      }
     }
     nn::linear_forward(context, shape_of(R, D, O), seps_, sh_, output_.w, nullptr);
     kd::launch_diffusion_sampler_step(sx_, seps_, output_.b, coefficients_[t], key, R, O, s);

@@ -17,7 +17,9 @@
 // no clipping (the data are z-scored); per call the time MLP of all T steps and each window's
 // cond and its input projection are formed once, so a step is 1 + 5 * blocks + 2 launches
 // (input, per block LN / GEMM / bias + temb + SiLU / GEMM / residual, output GEMM, update with
-// the noise). samples_per_window rows per window; the result is summarized on the device (mean,
+// the noise); with config.fused_sampler_blocks 1 + blocks + 2 (each block one
+// kernels/models/diffusion/diffusion_fused_block.h launch, reading the blocks' weights transposed
+// once per call). samples_per_window rows per window; the result is summarized on the device (mean,
 // the config's quantile levels) and only what the request names is written. capture_sampler()
 // captures the whole call as one CUDA graph reading sampler_window().
 // forward() (the validation prediction) is the mean of config.samples samples at draw 0: the
@@ -151,6 +153,7 @@ class DiffusionModel final : public SupervisedModel {
   float *sy_ = nullptr, *seps_ = nullptr, *sc1_ = nullptr, *sc1a_ = nullptr, *scond_ = nullptr;
   float *scond_proj_ = nullptr, *tsin_ = nullptr, *te1_ = nullptr, *te1a_ = nullptr;
   float *ttemb_ = nullptr, *tproj_ = nullptr;
+  float* swt_ = nullptr;  // fused_sampler_blocks: [2 * blocks, D, D] transposed fc1, fc2 weights
   CapturedGraph sampler_graph_;
 };
 

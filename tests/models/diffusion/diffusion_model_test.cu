@@ -18,11 +18,16 @@
 //   - the benchmark shape (batch 256, L 64, F 32, default config): a finite loss, the step and the
 //     200-step sampler (256 windows x 1 sample, and x 8) timed as graph replays (targets 0.5 ms,
 //     15 ms; printed, not asserted).
+//   - DiffusionConfig::fused_sampler_blocks (each residual block one fused launch): the samples
+//     against the same reference sampler and tolerance (D 8 and an odd D 37), the captured
+//     sampler equal to the eager one bit for bit (also after the parameters change), and the
+//     benchmark-shape sampler timed with the switch off and on (printed, not asserted).
 // Tolerances: |gpu - ref| <= atol + rtol |ref|, gradients and loss rtol 2e-3, atol 2e-4 (fp32
 // without TF32 against double); samples after T = 10 steps rtol 1e-2, atol 2e-3 (the step's
 // 1 / sqrt(alpha_bar) amplifies rounding); the summary of the GPU's own samples 1e-5.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -213,6 +218,44 @@ TEST(DiffusionModel, TrainingDrawLossAndGradientsMatchReference) {
   }
 }
 
+// The reference sampler for windows x [W, L, F], S samples each, fed the noise of draw `draw`
+// (kernels/models/diffusion/diffusion_sampler_step.h's Philox layout): the samples [W * S, O].
+std::vector<double> reference_samples(const DiffusionModel& model, const ref::DiffusionDims& dims,
+                                      const ref::DiffusionParams& params,
+                                      const std::vector<float>& x, std::size_t W, std::size_t S,
+                                      std::uint64_t draw) {
+  const std::size_t O = model.shape().outputs, R = W * S, T = model.config().steps;
+  const std::size_t flat = model.shape().window * model.shape().features;
+  const std::uint64_t seed = model.sample_key(draw).seed;
+  const std::uint64_t stride = kd::sampler_noise_stride(O);
+  const auto noise = [&](std::uint64_t block) {
+    std::vector<double> z(R * O);
+    for (std::size_t r = 0; r < R; ++r)
+      for (std::size_t o = 0; o < O; ++o)
+        z[r * O + o] = ref::diffusion_normal_from_bits(
+            ref::curand_philox_draw(seed, r, block * stride + 2 * o, 0),
+            ref::curand_philox_draw(seed, r, block * stride + 2 * o, 1));
+    return z;
+  };
+  std::vector<double> windows(R * flat);
+  for (std::size_t r = 0; r < R; ++r)
+    for (std::size_t i = 0; i < flat; ++i) windows[r * flat + i] = x[(r / S) * flat + i];
+  const auto& s = model.schedule();
+  std::vector<double> xt = noise(0);
+  for (std::size_t t = T; t-- > 0;) {
+    const std::vector<std::size_t> ts(R, t);
+    const std::vector<double> e = ref::diffusion_denoiser_forward(dims, params, xt, ts, windows, R);
+    const ref::DiffusionStepCoefficients c{s.sqrt_recip_alpha_bar[t],
+                                           s.sqrt_recip_alpha_bar_minus_one[t],
+                                           s.c1[t],
+                                           s.c2[t],
+                                           s.sigma[t],
+                                           t > 0};
+    xt = ref::diffusion_sampler_step(c, xt, e, noise(T - t));
+  }
+  return xt;
+}
+
 TEST(DiffusionModel, SamplerMatchesReferenceAndSummaryWritesOnlyWhatIsAsked) {
   RESIDENT_REQUIRE_GPU();
   DiffusionConfig config = tiny_config(8, 2, 4, DiffusionSchedule::Cosine);
@@ -238,33 +281,7 @@ TEST(DiffusionModel, SamplerMatchesReferenceAndSummaryWritesOnlyWhatIsAsked) {
   const std::vector<float> got = samples.download();
 
   // The reference sampler with the same noise (kernels/models/diffusion/diffusion_sampler_step.h).
-  const std::uint64_t seed = model.sample_key(draw).seed;
-  const std::uint64_t stride = kd::sampler_noise_stride(O);
-  const auto noise = [&](std::uint64_t block) {
-    std::vector<double> z(R * O);
-    for (std::size_t r = 0; r < R; ++r)
-      for (std::size_t o = 0; o < O; ++o)
-        z[r * O + o] = ref::diffusion_normal_from_bits(
-            ref::curand_philox_draw(seed, r, block * stride + 2 * o, 0),
-            ref::curand_philox_draw(seed, r, block * stride + 2 * o, 1));
-    return z;
-  };
-  std::vector<double> windows(R * flat);
-  for (std::size_t r = 0; r < R; ++r)
-    for (std::size_t i = 0; i < flat; ++i) windows[r * flat + i] = x[(r / S) * flat + i];
-  const auto& s = model.schedule();
-  std::vector<double> xt = noise(0);
-  for (std::size_t t = config.steps; t-- > 0;) {
-    const std::vector<std::size_t> ts(R, t);
-    const std::vector<double> e = ref::diffusion_denoiser_forward(dims, params, xt, ts, windows, R);
-    const ref::DiffusionStepCoefficients c{s.sqrt_recip_alpha_bar[t],
-                                           s.sqrt_recip_alpha_bar_minus_one[t],
-                                           s.c1[t],
-                                           s.c2[t],
-                                           s.sigma[t],
-                                           t > 0};
-    xt = ref::diffusion_sampler_step(c, xt, e, noise(config.steps - t));
-  }
+  const std::vector<double> xt = reference_samples(model, dims, params, x, W, S, draw);
   std::printf("sampler, %s, %zu windows x %zu samples:\n", model.describe().c_str(), W, S);
   expect_agreement("samples", agreement(got, xt, 1e-2, 2e-3), 1e-2, 2e-3);
   const ref::DiffusionSummary summary =
@@ -282,6 +299,87 @@ TEST(DiffusionModel, SamplerMatchesReferenceAndSummaryWritesOnlyWhatIsAsked) {
   EXPECT_THROW(model.sample(ctx, dx.data(), W, S + 1, draw, {mean.data()}), resident::Error);
   EXPECT_THROW(model.sample(ctx, dx.data(), 5, S, draw, {mean.data()}), resident::Error);
   EXPECT_THROW(model.backward(ctx, dx.data(), mean.data(), W), resident::Error);
+}
+
+// config.fused_sampler_blocks: the sampler (each residual block one fused launch) against the same
+// reference sampler and tolerance, at the tiny config above (D 8, 2 blocks, 12 rows: one full
+// and one partial 8-row tile) and at D 37, 3 blocks, 15 rows (an odd width); the summary of its
+// own samples as above.
+TEST(DiffusionModel, FusedSamplerBlocksMatchReference) {
+  RESIDENT_REQUIRE_GPU();
+  struct Case {
+    std::size_t width, blocks, windows, samples;
+    ModelShape shape;
+  };
+  for (const Case& k : {Case{8, 2, 3, 4, {3, 2, 2, 4}}, Case{37, 3, 5, 3, {4, 3, 3, 6}}}) {
+    DiffusionConfig config = tiny_config(k.width, k.blocks, 4, DiffusionSchedule::Cosine);
+    config.steps = 10;
+    config.quantiles = {0.0, 0.25, 0.5, 0.9};
+    config.fused_sampler_blocks = true;
+    StreamContext ctx;
+    DiffusionModel model(k.shape, config, 5);
+    const ref::DiffusionDims dims = reference_dims(config, k.shape);
+    std::mt19937_64 rng(3);
+    set_random_params(model, dims, rng, ctx);
+    const ref::DiffusionParams params = download_params(model, dims, ctx);
+    const std::size_t W = k.windows, S = k.samples, O = k.shape.outputs, R = W * S;
+    const std::size_t Q = config.quantiles.size();
+    const std::size_t flat = k.shape.window * k.shape.features;
+    const std::vector<float> x = to_float(random_values(W * flat, -1.5, 1.5, rng));
+    DeviceBuffer<float> dx = device_copy(x), mean(W * O), quantiles(W * O * Q), samples(R * O);
+    for (DeviceBuffer<float>* b : {&mean, &quantiles, &samples})
+      RESIDENT_CUDA_CHECK(cudaMemsetAsync(b->data(), 0xFF, b->bytes(), ctx.stream()));
+    const std::uint64_t draw = 9;
+    model.sample(ctx, dx.data(), W, S, draw, {mean.data(), quantiles.data(), samples.data()});
+    ctx.synchronize();
+    const std::vector<float> got = samples.download();
+    const std::vector<double> xt = reference_samples(model, dims, params, x, W, S, draw);
+    std::printf("fused sampler, %s, %zu windows x %zu samples:\n", model.describe().c_str(), W, S);
+    expect_agreement("samples", agreement(got, xt, 1e-2, 2e-3), 1e-2, 2e-3);
+    const ref::DiffusionSummary summary =
+        ref::diffusion_sample_summary(to_double(got), W, S, O, config.quantiles);
+    expect_agreement("mean", agreement(mean.download(), summary.mean, 1e-5, 1e-5), 1e-5, 1e-5);
+    expect_agreement("quantiles", agreement(quantiles.download(), summary.quantiles, 1e-5, 1e-5),
+                     1e-5, 1e-5);
+  }
+}
+
+// config.fused_sampler_blocks: the captured sampler equals the eager one bit for bit, and a
+// replay after the parameters changed equals an eager call with the new parameters (the fused
+// blocks' transposed weights are formed inside the graph).
+TEST(DiffusionModel, FusedSamplerGraphReplayEqualsEagerBitForBit) {
+  RESIDENT_REQUIRE_GPU();
+  DiffusionConfig config;
+  config.width = 64;
+  config.steps = 50;
+  config.fused_sampler_blocks = true;
+  const ModelShape shape{16, 4, 2, 32};
+  std::mt19937_64 rng(8);
+  const std::vector<float> x = to_float(random_values(32 * 16 * 4, -1, 1, rng));
+  StreamContext ctx;
+  DiffusionModel model(shape, config, 3);
+  const std::vector<float> params0 = model.slab().download(SlabPart::Params, ctx.stream());
+  const std::vector<float> params1 = [&] {
+    std::vector<float> p = params0;
+    for (float& v : p) v *= 0.9f;
+    return p;
+  }();
+  DeviceBuffer<float> dx = device_copy(x), eager(32 * 2), replay(32 * 2);
+  RESIDENT_CUDA_CHECK(cudaMemcpyAsync(model.sampler_window(), dx.data(), dx.bytes(),
+                                      cudaMemcpyDeviceToDevice, ctx.stream()));
+  model.capture_sampler(ctx, 32, config.samples, 2, {replay.data()});
+  for (const std::vector<float>* p : {&params0, &params1}) {
+    model.slab().upload(SlabPart::Params, *p, ctx.stream());
+    for (DeviceBuffer<float>* b : {&eager, &replay})
+      RESIDENT_CUDA_CHECK(cudaMemsetAsync(b->data(), 0xFF, b->bytes(), ctx.stream()));
+    model.sample(ctx, dx.data(), 32, config.samples, 2, {eager.data()});
+    model.launch_sampler(ctx.stream());
+    ctx.synchronize();
+    const std::vector<float> e = eager.download(), r = replay.download();
+    EXPECT_EQ(std::memcmp(e.data(), r.data(), e.size() * sizeof(float)), 0)
+        << (p == &params0 ? "initial" : "changed") << " parameters";
+    for (const float v : e) EXPECT_TRUE(std::isfinite(v));
+  }
 }
 
 struct GaussianFit {
@@ -436,6 +534,43 @@ TEST(DiffusionModel, BenchmarkShapeStepAndSampler) {
       "%s\n  train step (graph) %.3f ms (target 0.5 ms)\n  200-step sampler, 256 windows "
       "x 1 sample %.3f ms (target 15 ms), x %zu samples %.3f ms\n",
       model.describe().c_str(), step_ms, one_ms, model.config().samples, eight_ms);
+}
+
+// The benchmark-shape sampler (default config, 200 steps) with config.fused_sampler_blocks beside
+// the unfused one, both timed as graph replays on the same GPU (target 15 ms for 256 windows x 1
+// sample; printed, not asserted), and the largest difference of their means (printed: 200 steps
+// of fp32 rounding in different orders, not a pass/fail quantity; the reference comparison is
+// FusedSamplerBlocksMatchReference).
+TEST(DiffusionModel, BenchmarkShapeFusedSampler) {
+  RESIDENT_REQUIRE_GPU();
+  const ModelShape shape{64, 32, 1, 256};
+  std::mt19937_64 rng(2);
+  const std::vector<float> x = to_float(random_values(256 * 64 * 32, -1, 1, rng));
+  std::vector<std::vector<float>> means;
+  std::vector<float> one, eight;
+  for (const bool fused : {false, true}) {
+    DiffusionConfig config;
+    config.fused_sampler_blocks = fused;
+    StreamContext ctx;
+    DiffusionModel model(shape, config, 1);
+    DeviceBuffer<float> dx = device_copy(x), mean(256);
+    RESIDENT_CUDA_CHECK(cudaMemcpyAsync(model.sampler_window(), dx.data(), dx.bytes(),
+                                        cudaMemcpyDeviceToDevice, ctx.stream()));
+    model.capture_sampler(ctx, 256, 1, 0, {mean.data()});
+    one.push_back(time_graph_ms([&] { model.launch_sampler(ctx.stream()); }, ctx.stream(), 5));
+    means.push_back(mean.download());
+    for (const float v : means.back()) ASSERT_TRUE(std::isfinite(v));
+    model.capture_sampler(ctx, 256, config.samples, 0, {mean.data()});
+    eight.push_back(time_graph_ms([&] { model.launch_sampler(ctx.stream()); }, ctx.stream(), 5));
+    std::printf("%s\n", model.describe().c_str());
+  }
+  double diff = 0.0;
+  for (std::size_t i = 0; i < means[0].size(); ++i)
+    diff = std::max(diff, static_cast<double>(std::fabs(means[0][i] - means[1][i])));
+  std::printf(
+      "  200-step sampler, 256 windows x 1 sample: unfused %.3f ms, fused blocks %.3f ms (target "
+      "15 ms); x 8 samples: unfused %.3f ms, fused %.3f ms; max |mean difference| %.3e\n",
+      one[0], one[1], eight[0], eight[1], diff);
 }
 
 }  // namespace
