@@ -19,6 +19,7 @@
 
 #include "kernels/core/unroll.h"
 #include "kernels/models/diffusion/diffusion_fused_block.h"
+#include "kernels/core/shared_load.cuh"
 #include "kernels/models/mamba2/block_program.cuh"
 
 namespace resident::kernels::diffusion {
@@ -72,20 +73,6 @@ RESIDENT_HD inline float fused_silu(float x) {
   return x * (x >= 0.0f ? large : small);
 }
 
-RESIDENT_HD inline void fused_load4(const float* p, float (&v)[4]) {
-#ifdef __CUDA_ARCH__
-  const float4 q = *reinterpret_cast<const float4*>(p);  // shared, 16-byte aligned
-  v[0] = q.x;
-  v[1] = q.y;
-  v[2] = q.z;
-  v[3] = q.w;
-#else
-  v[0] = p[0];
-  v[1] = p[1];
-  v[2] = p[2];
-  v[3] = p[3];
-#endif
-}
 
 // emit(c, acc) for the columns c = tid, tid + threads, ... < D, acc[r] = sum_k wt[k D + c]
 // x[r ld + k] (k ascending, fma from 0) for the tile's rows r.
@@ -105,7 +92,7 @@ RESIDENT_HD void fused_tile_product(const float* wt, const float* x, int D, int 
       RESIDENT_UNROLL
       for (int r = 0; r < kFusedBlockRows; ++r) {
         float v[4];
-        fused_load4(x + r * ld + k, v);
+        load4_shared(x + r * ld + k, v);
         RESIDENT_UNROLL
         for (int q = 0; q < 4; ++q) acc[r] = fmaf(w[q], v[q], acc[r]);
       }

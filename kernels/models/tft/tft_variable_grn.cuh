@@ -15,6 +15,7 @@
 #include <cmath>
 
 #include "kernels/core/unroll.h"
+#include "kernels/core/shared_load.cuh"
 #include "kernels/models/mamba2/block_program.cuh"
 #include "kernels/models/tft/tft_variable_grn.h"
 
@@ -132,20 +133,6 @@ struct VgrnEluOf {
   RESIDENT_HD float operator()(float v) const { return vgrn_elu(v); }
 };
 
-RESIDENT_HD inline void vgrn_load4(const float* p, float (&v)[4]) {
-#ifdef __CUDA_ARCH__
-  const float4 q = *reinterpret_cast<const float4*>(p);  // shared, 16-byte aligned
-  v[0] = q.x;
-  v[1] = q.y;
-  v[2] = q.z;
-  v[3] = q.w;
-#else
-  v[0] = p[0];
-  v[1] = p[1];
-  v[2] = p[2];
-  v[3] = p[3];
-#endif
-}
 
 // ----- one row's products (thread t, its vectors in column buffers)
 
@@ -170,7 +157,7 @@ RESIDENT_HD void vgrn_row_product(const float* w, int ld, int out, int in, const
       RESIDENT_UNROLL
       for (int a = 0; a < kVgrnOutTile; ++a) {
         float wv[4];
-        vgrn_load4(w + row[a] + i, wv);
+        load4_shared(w + row[a] + i, wv);
         RESIDENT_UNROLL
         for (int q = 0; q < 4; ++q) acc[a] = fmaf(wv[q], xv[q], acc[a]);
       }
@@ -201,7 +188,7 @@ RESIDENT_HD void vgrn_row_product_t(const float* w, int ld, int kdim, int out, c
       RESIDENT_UNROLL
       for (int q = 0; q < kVgrnOutTile; q += 4) {
         float wv[4];
-        vgrn_load4(wr + q, wv);
+        load4_shared(wr + q, wv);
         RESIDENT_UNROLL
         for (int b = 0; b < 4; ++b) acc[q + b] = fmaf(wv[b], xv, acc[q + b]);
       }
@@ -278,8 +265,8 @@ RESIDENT_HD inline void vgrn_weight_grad_tile(float* pw, float* pb, bool first, 
     float d[4][4], v[4][4];
     RESIDENT_UNROLL
     for (int a = 0; a < 4; ++a) {
-      vgrn_load4(dy + kr[a] + t, d[a]);
-      vgrn_load4(x + ir[a] + t, v[a]);
+      load4_shared(dy + kr[a] + t, d[a]);
+      load4_shared(x + ir[a] + t, v[a]);
     }
     RESIDENT_UNROLL
     for (int q = 0; q < 4; ++q) {

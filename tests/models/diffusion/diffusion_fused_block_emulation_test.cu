@@ -30,6 +30,7 @@
 #include "kernels/core/error.h"
 #include "kernels/models/diffusion/diffusion_fused_block.cuh"
 #include "lib/models/diffusion/diffusion_config.h"
+#include "tests/support/host_grid.h"
 
 namespace {
 
@@ -73,13 +74,8 @@ Inputs make_inputs(int rows, int D, std::uint64_t seed) {
 // ----- the kernels' programs on the host
 
 template <class Body>
-void emulate_grid(long long blocks, int threads, int smem_floats, Body body) {
-  std::vector<float> smem(static_cast<std::size_t>(smem_floats));
-  for (long long b = 0; b < blocks; ++b) {
-    std::fill(smem.begin(), smem.end(), std::numeric_limits<float>::quiet_NaN());
-    kd::HostBlock block{static_cast<unsigned>(b), static_cast<unsigned>(threads)};
-    body(block, smem.data());
-  }
+void emulate_grid(long long blocks, int threads, long long smem_floats, Body body) {
+  resident::test::emulate_host_grid<kd::HostBlock>(blocks, threads, smem_floats, body);
 }
 
 // h after the fused block; h holds `rows` rows then a sentinel row-tile (must survive).

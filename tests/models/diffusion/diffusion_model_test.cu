@@ -256,6 +256,46 @@ std::vector<double> reference_samples(const DiffusionModel& model, const ref::Di
   return xt;
 }
 
+// One model.sample() of W windows x S samples (draw 9) of random windows, outputs poisoned
+// first: the samples against the reference sampler with the same noise
+// (kernels/models/diffusion/diffusion_sampler_step.h), the mean and quantiles against the summary
+// of its own samples. Returns the windows on the device and the outputs, for further checks.
+struct SamplerRun {
+  DeviceBuffer<float> windows, mean, quantiles;
+};
+
+SamplerRun expect_sampler_matches_reference(DiffusionModel& model, const DiffusionConfig& config,
+                                            const ModelShape& shape, std::size_t W,
+                                            std::size_t S, const char* label,
+                                            const StreamContext& ctx) {
+  const ref::DiffusionDims dims = reference_dims(config, shape);
+  std::mt19937_64 rng(3);
+  set_random_params(model, dims, rng, ctx);
+  const ref::DiffusionParams params = download_params(model, dims, ctx);
+  const std::size_t O = shape.outputs, R = W * S, Q = config.quantiles.size();
+  const std::size_t flat = shape.window * shape.features;
+  const std::vector<float> x = to_float(random_values(W * flat, -1.5, 1.5, rng));
+  SamplerRun run{device_copy(x), DeviceBuffer<float>(W * O), DeviceBuffer<float>(W * O * Q)};
+  DeviceBuffer<float> samples(R * O);
+  for (DeviceBuffer<float>* b : {&run.mean, &run.quantiles, &samples})
+    RESIDENT_CUDA_CHECK(cudaMemsetAsync(b->data(), 0xFF, b->bytes(), ctx.stream()));
+  const std::uint64_t draw = 9;
+  model.sample(ctx, run.windows.data(), W, S, draw,
+               {run.mean.data(), run.quantiles.data(), samples.data()});
+  ctx.synchronize();
+  const std::vector<float> got = samples.download();
+  const std::vector<double> xt = reference_samples(model, dims, params, x, W, S, draw);
+  std::printf("%s, %s, %zu windows x %zu samples:\n", label, model.describe().c_str(), W, S);
+  expect_agreement("samples", agreement(got, xt, 1e-2, 2e-3), 1e-2, 2e-3);
+  const ref::DiffusionSummary summary =
+      ref::diffusion_sample_summary(to_double(got), W, S, O, config.quantiles);
+  expect_agreement("mean", agreement(run.mean.download(), summary.mean, 1e-5, 1e-5), 1e-5, 1e-5);
+  expect_agreement("quantiles",
+                   agreement(run.quantiles.download(), summary.quantiles, 1e-5, 1e-5), 1e-5,
+                   1e-5);
+  return run;
+}
+
 TEST(DiffusionModel, SamplerMatchesReferenceAndSummaryWritesOnlyWhatIsAsked) {
   RESIDENT_REQUIRE_GPU();
   DiffusionConfig config = tiny_config(8, 2, 4, DiffusionSchedule::Cosine);
@@ -264,41 +304,24 @@ TEST(DiffusionModel, SamplerMatchesReferenceAndSummaryWritesOnlyWhatIsAsked) {
   const ModelShape shape{3, 2, 2, 4};
   StreamContext ctx;
   DiffusionModel model(shape, config, 5);
-  const ref::DiffusionDims dims = reference_dims(config, shape);
-  std::mt19937_64 rng(3);
-  set_random_params(model, dims, rng, ctx);
-  const ref::DiffusionParams params = download_params(model, dims, ctx);
-  const std::size_t W = 3, S = 4, O = shape.outputs, R = W * S, Q = config.quantiles.size();
-  const std::size_t flat = shape.window * shape.features;
-  const std::vector<float> x = to_float(random_values(W * flat, -1.5, 1.5, rng));
-  DeviceBuffer<float> dx = device_copy(x), mean(W * O), quantiles(W * O * Q), samples(R * O);
-  DeviceBuffer<float> untouched(W * O);
-  for (DeviceBuffer<float>* b : {&mean, &quantiles, &samples, &untouched})
-    RESIDENT_CUDA_CHECK(cudaMemsetAsync(b->data(), 0xFF, b->bytes(), ctx.stream()));
-  const std::uint64_t draw = 9;
-  model.sample(ctx, dx.data(), W, S, draw, {mean.data(), quantiles.data(), samples.data()});
-  ctx.synchronize();
-  const std::vector<float> got = samples.download();
-
-  // The reference sampler with the same noise (kernels/models/diffusion/diffusion_sampler_step.h).
-  const std::vector<double> xt = reference_samples(model, dims, params, x, W, S, draw);
-  std::printf("sampler, %s, %zu windows x %zu samples:\n", model.describe().c_str(), W, S);
-  expect_agreement("samples", agreement(got, xt, 1e-2, 2e-3), 1e-2, 2e-3);
-  const ref::DiffusionSummary summary =
-      ref::diffusion_sample_summary(to_double(got), W, S, O, config.quantiles);
-  expect_agreement("mean", agreement(mean.download(), summary.mean, 1e-5, 1e-5), 1e-5, 1e-5);
-  expect_agreement("quantiles", agreement(quantiles.download(), summary.quantiles, 1e-5, 1e-5),
-                   1e-5, 1e-5);
+  const std::size_t W = 3, S = 4, O = shape.outputs;
+  SamplerRun run = expect_sampler_matches_reference(model, config, shape, W, S, "sampler", ctx);
 
   // A request for the mean alone leaves everything else as it was (all bits set).
-  RESIDENT_CUDA_CHECK(cudaMemsetAsync(quantiles.data(), 0xFF, quantiles.bytes(), ctx.stream()));
-  model.sample(ctx, dx.data(), W, S, draw, {untouched.data(), nullptr, nullptr});
+  const std::uint64_t draw = 9;
+  DeviceBuffer<float> untouched(W * O);
+  RESIDENT_CUDA_CHECK(cudaMemsetAsync(untouched.data(), 0xFF, untouched.bytes(), ctx.stream()));
+  RESIDENT_CUDA_CHECK(
+      cudaMemsetAsync(run.quantiles.data(), 0xFF, run.quantiles.bytes(), ctx.stream()));
+  model.sample(ctx, run.windows.data(), W, S, draw, {untouched.data(), nullptr, nullptr});
   ctx.synchronize();
-  EXPECT_EQ(untouched.download(), mean.download());  // the same draw gives the same bits
-  for (const float v : quantiles.download()) EXPECT_TRUE(std::isnan(v));
-  EXPECT_THROW(model.sample(ctx, dx.data(), W, S + 1, draw, {mean.data()}), resident::Error);
-  EXPECT_THROW(model.sample(ctx, dx.data(), 5, S, draw, {mean.data()}), resident::Error);
-  EXPECT_THROW(model.backward(ctx, dx.data(), mean.data(), W), resident::Error);
+  EXPECT_EQ(untouched.download(), run.mean.download());  // the same draw gives the same bits
+  for (const float v : run.quantiles.download()) EXPECT_TRUE(std::isnan(v));
+  EXPECT_THROW(model.sample(ctx, run.windows.data(), W, S + 1, draw, {run.mean.data()}),
+               resident::Error);
+  EXPECT_THROW(model.sample(ctx, run.windows.data(), 5, S, draw, {run.mean.data()}),
+               resident::Error);
+  EXPECT_THROW(model.backward(ctx, run.windows.data(), run.mean.data(), W), resident::Error);
 }
 
 // config.fused_sampler_blocks: the sampler (each residual block one fused launch) against the same
@@ -318,29 +341,8 @@ TEST(DiffusionModel, FusedSamplerBlocksMatchReference) {
     config.fused_sampler_blocks = true;
     StreamContext ctx;
     DiffusionModel model(k.shape, config, 5);
-    const ref::DiffusionDims dims = reference_dims(config, k.shape);
-    std::mt19937_64 rng(3);
-    set_random_params(model, dims, rng, ctx);
-    const ref::DiffusionParams params = download_params(model, dims, ctx);
-    const std::size_t W = k.windows, S = k.samples, O = k.shape.outputs, R = W * S;
-    const std::size_t Q = config.quantiles.size();
-    const std::size_t flat = k.shape.window * k.shape.features;
-    const std::vector<float> x = to_float(random_values(W * flat, -1.5, 1.5, rng));
-    DeviceBuffer<float> dx = device_copy(x), mean(W * O), quantiles(W * O * Q), samples(R * O);
-    for (DeviceBuffer<float>* b : {&mean, &quantiles, &samples})
-      RESIDENT_CUDA_CHECK(cudaMemsetAsync(b->data(), 0xFF, b->bytes(), ctx.stream()));
-    const std::uint64_t draw = 9;
-    model.sample(ctx, dx.data(), W, S, draw, {mean.data(), quantiles.data(), samples.data()});
-    ctx.synchronize();
-    const std::vector<float> got = samples.download();
-    const std::vector<double> xt = reference_samples(model, dims, params, x, W, S, draw);
-    std::printf("fused sampler, %s, %zu windows x %zu samples:\n", model.describe().c_str(), W, S);
-    expect_agreement("samples", agreement(got, xt, 1e-2, 2e-3), 1e-2, 2e-3);
-    const ref::DiffusionSummary summary =
-        ref::diffusion_sample_summary(to_double(got), W, S, O, config.quantiles);
-    expect_agreement("mean", agreement(mean.download(), summary.mean, 1e-5, 1e-5), 1e-5, 1e-5);
-    expect_agreement("quantiles", agreement(quantiles.download(), summary.quantiles, 1e-5, 1e-5),
-                     1e-5, 1e-5);
+    (void)expect_sampler_matches_reference(model, config, k.shape, k.windows, k.samples,
+                                           "fused sampler", ctx);
   }
 }
 

@@ -26,6 +26,7 @@
 #include "lib/models/mamba2/mamba2_pipeline.h"
 #include "tests/models/mamba2/mamba2_test_support.h"
 #include "tests/reference/mamba2_reference.h"
+#include "tests/support/host_grid.h"
 
 namespace {
 
@@ -37,13 +38,8 @@ using resident::models::Mamba2Config;
 using resident::models::ModelShape;
 
 template <class Body>
-void emulate_grid(int blocks, int threads, long long smem_floats, Body body) {
-  std::vector<float> smem(static_cast<std::size_t>(smem_floats > 0 ? smem_floats : 1),
-                          std::numeric_limits<float>::quiet_NaN());
-  for (int b = 0; b < blocks; ++b) {
-    km::HostBlock block{static_cast<unsigned>(b), static_cast<unsigned>(threads)};
-    body(block, smem.data());
-  }
+void emulate_grid(long long blocks, int threads, long long smem_floats, Body body) {
+  resident::test::emulate_host_grid<km::HostBlock>(blocks, threads, smem_floats, body);
 }
 
 class HostBackend {

@@ -29,6 +29,7 @@
 #include "kernels/core/error.h"
 #include "kernels/models/tft/tft_variable_grn.cuh"
 #include "lib/models/tft/tft_config.h"
+#include "tests/support/host_grid.h"
 
 namespace {
 
@@ -87,13 +88,8 @@ Inputs make_inputs(const Dims& d, std::uint64_t seed) {
 // ----- the kernels' programs on the host
 
 template <class Body>
-void emulate_grid(long long blocks, int threads, int smem_floats, Body body) {
-  std::vector<float> smem(static_cast<std::size_t>(smem_floats));
-  for (long long b = 0; b < blocks; ++b) {
-    std::fill(smem.begin(), smem.end(), std::numeric_limits<float>::quiet_NaN());
-    kt::HostBlock block{static_cast<unsigned>(b), static_cast<unsigned>(threads)};
-    body(block, smem.data());
-  }
+void emulate_grid(long long blocks, int threads, long long smem_floats, Body body) {
+  resident::test::emulate_host_grid<kt::HostBlock>(blocks, threads, smem_floats, body);
 }
 
 struct Outputs {
