@@ -13,9 +13,10 @@
 #pragma once
 
 #include <cmath>
+#include <cstddef>
 
-#include "kernels/core/unroll.h"
 #include "kernels/core/shared_load.cuh"
+#include "kernels/core/unroll.h"
 #include "kernels/models/mamba2/block_program.cuh"
 #include "kernels/models/tft/tft_variable_grn.h"
 
@@ -83,13 +84,25 @@ RESIDENT_HD inline long long vgrn_chunks(long long rows) {
   return (rows + kVgrnChunkRows - 1) / kVgrnChunkRows;
 }
 
+// The sizes both programs take: N rows of F variables, hidden H, prescale d_c, the LayerNorm eps.
+struct VgrnSizes {
+  long long rows;
+  int features, hidden, prescale;
+  float eps;
+};
+
+// The launchers' sizes (checked against the allowed ranges by then) as VgrnSizes.
+inline VgrnSizes vgrn_sizes(std::size_t rows, std::size_t features, std::size_t hidden,
+                            std::size_t prescale, float eps) {
+  return {static_cast<long long>(rows), static_cast<int>(features), static_cast<int>(hidden),
+          static_cast<int>(prescale), eps};
+}
+
 struct VgrnForwardArgs {
   float* xhat;     // [rows, F, H]
   const float* e;  // [rows, F, dc]
   VgrnWeights w;
-  long long rows;
-  int features, hidden, prescale;
-  float eps;
+  VgrnSizes size;
 };
 
 struct VgrnBackwardArgs {
@@ -98,9 +111,7 @@ struct VgrnBackwardArgs {
   const float* dxhat;  // [rows, F, H]
   const float* e;      // [rows, F, dc]
   VgrnWeights w;
-  long long rows;
-  int features, hidden, prescale;
-  float eps;
+  VgrnSizes size;
 };
 
 struct VgrnReduceArgs {
@@ -326,38 +337,61 @@ RESIDENT_HD inline VgrnRowStats vgrn_row_chain(const float* s, const VgrnLayout&
   return {mean, 1.0f / sqrtf(squares / n + eps)};
 }
 
+// What both programs derive from their block: the layout, the sizes, the block's variable j and
+// row chunk (block index = chunk * F + j), and E, the row buffer after the weights.
+struct VgrnFrame {
+  VgrnLayout l;
+  int F, H, dc, T, j;
+  long long chunk;
+  float* E;
+};
+
+template <class Block>
+RESIDENT_HD VgrnFrame vgrn_frame(const Block& block, const VgrnSizes& s, float* smem) {
+  const VgrnLayout l = vgrn_layout(s.hidden, s.prescale);
+  const auto F = static_cast<unsigned>(s.features);
+  return {l,
+          s.features,
+          s.hidden,
+          s.prescale,
+          static_cast<int>(block.threads),
+          static_cast<int>(block.index % F),
+          static_cast<long long>(block.index / F),
+          smem + l.weights};
+}
+
 // ----- the programs
 
 // Forward: xhat of the block's rows of variable j.
 template <class Block>
 RESIDENT_HD void vgrn_forward_block(Block& block, const VgrnForwardArgs& a, float* smem) {
-  const VgrnLayout l = vgrn_layout(a.hidden, a.prescale);
-  const int F = a.features, H = a.hidden, dc = a.prescale, T = static_cast<int>(block.threads);
+  const VgrnFrame fr = vgrn_frame(block, a.size, smem);
+  const VgrnLayout& l = fr.l;
+  const int F = fr.F, H = fr.H, dc = fr.dc, T = fr.T, j = fr.j;
+  const long long chunk = fr.chunk, rows = a.size.rows;
   constexpr int S = kVgrnStride;
-  const int j = static_cast<int>(block.index % static_cast<unsigned>(F));
-  const long long chunk = block.index / static_cast<unsigned>(F);
-  float* E = smem + l.weights;
+  float* E = fr.E;
   float* Z = E + dc * S;  // z1, then r, then xhat
   float* ETA1 = Z + H * S;
   float* A = ETA1 + H * S;
   block.phase([&](unsigned tid) { vgrn_load_weights(smem, l, a.w, j, static_cast<int>(tid), T); });
   for (int sub = 0; sub < kVgrnSubtiles; ++sub) {
     const long long row0 = chunk * kVgrnChunkRows + static_cast<long long>(sub) * kVgrnRows;
-    if (row0 >= a.rows) break;
+    if (row0 >= rows) break;
     block.phase([&](unsigned tid) {
-      vgrn_load_rows(E, a.e, row0, a.rows, F, dc, j, static_cast<int>(tid), T);
+      vgrn_load_rows(E, a.e, row0, rows, F, dc, j, static_cast<int>(tid), T);
     });
     block.phase([&](unsigned tid) {
       const int t = static_cast<int>(tid);
       if (t >= kVgrnRows) return;
-      const VgrnRowStats st = vgrn_row_chain(smem, l, E, Z, ETA1, A, Z, t, a.eps);
+      const VgrnRowStats st = vgrn_row_chain(smem, l, E, Z, ETA1, A, Z, t, a.size.eps);
       for (int k = 0; k < H; ++k) Z[k * S + t] = (Z[k * S + t] - st.mean) * st.rstd;
     });
     block.phase([&](unsigned tid) {
       for (int i = static_cast<int>(tid); i < kVgrnRows * H; i += T) {
         const int t = i / H, k = i % H;
         const long long n = row0 + t;
-        if (n < a.rows) a.xhat[(n * F + j) * static_cast<long long>(H) + k] = Z[k * S + t];
+        if (n < rows) a.xhat[(n * F + j) * static_cast<long long>(H) + k] = Z[k * S + t];
       }
     });
   }
@@ -367,12 +401,12 @@ RESIDENT_HD void vgrn_forward_block(Block& block, const VgrnForwardArgs& a, floa
 // gradients of variable j into partials[chunk, j, :] (rows ascending, sub-tile by sub-tile).
 template <class Block>
 RESIDENT_HD void vgrn_backward_block(Block& block, const VgrnBackwardArgs& a, float* smem) {
-  const VgrnLayout l = vgrn_layout(a.hidden, a.prescale);
-  const int F = a.features, H = a.hidden, dc = a.prescale, T = static_cast<int>(block.threads);
+  const VgrnFrame fr = vgrn_frame(block, a.size, smem);
+  const VgrnLayout& l = fr.l;
+  const int F = fr.F, H = fr.H, dc = fr.dc, T = fr.T, j = fr.j;
+  const long long chunk = fr.chunk, rows = a.size.rows;
   constexpr int S = kVgrnStride;
-  const int j = static_cast<int>(block.index % static_cast<unsigned>(F));
-  const long long chunk = block.index / static_cast<unsigned>(F);
-  float* E = smem + l.weights;
+  float* E = fr.E;
   float* DX = E + dc * S;  // dxhat, then deta1
   float* Z1 = DX + H * S;  // z1, then eta2
   float* ETA1 = Z1 + H * S;
@@ -382,17 +416,17 @@ RESIDENT_HD void vgrn_backward_block(Block& block, const VgrnBackwardArgs& a, fl
   block.phase([&](unsigned tid) { vgrn_load_weights(smem, l, a.w, j, static_cast<int>(tid), T); });
   for (int sub = 0; sub < kVgrnSubtiles; ++sub) {
     const long long row0 = chunk * kVgrnChunkRows + static_cast<long long>(sub) * kVgrnRows;
-    if (row0 >= a.rows) break;
+    if (row0 >= rows) break;
     const bool first = sub == 0;
     block.phase([&](unsigned tid) {
-      vgrn_load_rows(E, a.e, row0, a.rows, F, dc, j, static_cast<int>(tid), T);
-      vgrn_load_rows(DX, a.dxhat, row0, a.rows, F, H, j, static_cast<int>(tid), T);
+      vgrn_load_rows(E, a.e, row0, rows, F, dc, j, static_cast<int>(tid), T);
+      vgrn_load_rows(DX, a.dxhat, row0, rows, F, H, j, static_cast<int>(tid), T);
     });
     // Recompute the chain; LayerNorm backward (gamma 1) into R, GLU backward into A.
     block.phase([&](unsigned tid) {
       const int t = static_cast<int>(tid);
       if (t >= kVgrnRows) return;
-      const VgrnRowStats st = vgrn_row_chain(smem, l, E, Z1, ETA1, A, R, t, a.eps);
+      const VgrnRowStats st = vgrn_row_chain(smem, l, E, Z1, ETA1, A, R, t, a.size.eps);
       const float n = static_cast<float>(H);
       float sg = 0.0f, sgx = 0.0f;
       for (int k = 0; k < H; ++k) {
@@ -433,7 +467,7 @@ RESIDENT_HD void vgrn_backward_block(Block& block, const VgrnBackwardArgs& a, fl
         A[i * S + t] = v * vgrn_elu_derivative(Z1[i * S + t]);
       });
       const long long n = row0 + t;
-      if (n < a.rows) {
+      if (n < rows) {
         float* de = a.de + (n * F + j) * static_cast<long long>(dc);
         vgrn_row_product_t(smem + l.ws, l.ld_in, H, dc, R, t,
                            [&](int c, float v) { de[c] = de[c] + v; });

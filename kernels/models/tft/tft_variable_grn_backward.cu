@@ -66,23 +66,14 @@ void launch_variable_grn_backward(float* de, const VgrnGrads& grads, float* part
                     std::to_string(need) + " (variable_grn_partials_floats)",
                 __FILE__, __LINE__);
   const NvtxRange range("tft/variable_grn_backward");
-  const VgrnBackwardArgs args{de,
-                              partials,
-                              dxhat,
-                              e,
-                              weights,
-                              static_cast<long long>(rows),
-                              static_cast<int>(features),
-                              static_cast<int>(hidden),
-                              static_cast<int>(prescale),
-                              eps};
-  const long long chunks = vgrn_chunks(args.rows);
-  const auto blocks = static_cast<unsigned>(chunks * args.features);
+  const VgrnSizes size = vgrn_sizes(rows, features, hidden, prescale, eps);
+  const VgrnBackwardArgs args{de, partials, dxhat, e, weights, size};
+  const long long chunks = vgrn_chunks(size.rows);
+  const auto blocks = static_cast<unsigned>(chunks * size.features);
   variable_grn_backward<<<blocks, kVgrnRows, shared_bytes(hidden, prescale), stream>>>(args);
   RESIDENT_CHECK_LAUNCH("variable_grn_backward");
-  const VgrnReduceArgs reduce{grads, partials, chunks, args.features, args.hidden,
-                              args.prescale};
-  const VgrnLayout l = vgrn_layout(args.hidden, args.prescale);
+  const VgrnReduceArgs reduce{grads, partials, chunks, size.features, size.hidden, size.prescale};
+  const VgrnLayout l = vgrn_layout(size.hidden, size.prescale);
   const auto n = static_cast<long long>(features) * l.params;
   variable_grn_reduce<<<grid_stride_blocks(static_cast<std::size_t>(n), kReduceThreads),
                         kReduceThreads, 0, stream>>>(reduce, n);

@@ -57,15 +57,8 @@ void launch_variable_grn_forward(float* xhat, const float* e, const VgrnWeights&
                                  std::size_t prescale, float eps, cudaStream_t stream) {
   check_variable_grn_sizes("launch_variable_grn_forward", rows, features, hidden, prescale);
   const NvtxRange range("tft/variable_grn_forward");
-  const VgrnForwardArgs args{xhat,
-                             e,
-                             weights,
-                             static_cast<long long>(rows),
-                             static_cast<int>(features),
-                             static_cast<int>(hidden),
-                             static_cast<int>(prescale),
-                             eps};
-  const auto blocks = static_cast<unsigned>(vgrn_chunks(args.rows) * args.features);
+  const VgrnForwardArgs args{xhat, e, weights, vgrn_sizes(rows, features, hidden, prescale, eps)};
+  const auto blocks = static_cast<unsigned>(vgrn_chunks(args.size.rows) * args.size.features);
   variable_grn_forward<<<blocks, kVgrnRows, shared_bytes(hidden, prescale), stream>>>(args);
   RESIDENT_CHECK_LAUNCH("variable_grn_forward");
 }

@@ -113,15 +113,15 @@ Outputs run_fused(const Dims& d, const Inputs& in) {
   out.grads = in.grads0;
   const kt::VgrnWeights w = weights_of(in.params);
 
-  const kt::VgrnForwardArgs fa{out.xhat.data(), in.e.data(), w, rows, F, H, dc,
-                               static_cast<float>(kEps)};
+  const kt::VgrnSizes size{rows, F, H, dc, static_cast<float>(kEps)};
+  const kt::VgrnForwardArgs fa{out.xhat.data(), in.e.data(), w, size};
   emulate_grid(chunks * F, kt::kVgrnRows, kt::vgrn_forward_shared_floats(H, dc),
                [&](kt::HostBlock& b, float* s) { kt::vgrn_forward_block(b, fa, s); });
 
   std::vector<float> partials(static_cast<std::size_t>(chunks) * F * l.params,
                               std::numeric_limits<float>::quiet_NaN());
   const kt::VgrnBackwardArgs ba{out.de.data(), partials.data(), in.dxhat.data(), in.e.data(), w,
-                                rows, F, H, dc, static_cast<float>(kEps)};
+                                size};
   emulate_grid(chunks * F, kt::kVgrnRows, kt::vgrn_backward_shared_floats(H, dc),
                [&](kt::HostBlock& b, float* s) { kt::vgrn_backward_block(b, ba, s); });
   Tensors<float>& g = out.grads;
