@@ -43,7 +43,7 @@ void validate_tft_config(const TftConfig& config, const ModelShape& shape) {
     invalid("hidden = " + std::to_string(config.hidden) + ", allowed a multiple of heads = " +
                 std::to_string(config.heads),
             __LINE__);
-  require_range("prescale", config.prescale, 1, 64, __LINE__);
+  require_range("prescale", config.prescale, 1, kTftMaxPrescale, __LINE__);
   require_range("quantiles.size()", config.quantiles.size(), 1, kTftMaxQuantiles, __LINE__);
   bool median = false;
   for (std::size_t i = 0; i < config.quantiles.size(); ++i) {

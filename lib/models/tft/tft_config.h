@@ -14,12 +14,13 @@ namespace resident::models {
 inline constexpr std::size_t kTftMaxHidden = 64;     // the LSTM kernels keep 4H gate units a block
 inline constexpr std::size_t kTftMaxWindow = 1024;   // the attention kernels: one thread a step
 inline constexpr std::size_t kTftMaxFeatures = 256;
+inline constexpr std::size_t kTftMaxPrescale = 64;
 inline constexpr std::size_t kTftMaxQuantiles = 16;
 
 struct TftConfig {
   std::size_t hidden = 32;   // H: the GRNs, the LSTM, the attention; [2, 64], a multiple of heads
   std::size_t heads = 4;     // attention heads, [1, hidden]
-  std::size_t prescale = 8;  // d_c, each input variable's prescaler width, [1, 64]
+  std::size_t prescale = 8;  // d_c, each input variable's prescaler width, [1, kTftMaxPrescale]
   // Ascending, each in (0, 1), one of them 0.5 (the median the trainer validates with MSE);
   // [1, 16] levels.
   std::vector<float> quantiles = {0.1f, 0.5f, 0.9f};

@@ -30,7 +30,8 @@ namespace kt = kernels::tft;
 using nn::GradMode;
 constexpr float kNormEps = 1e-5f;
 // The fused per-variable GRNs take every size validate_tft_config allows.
-static_assert(kTftMaxHidden <= kt::kVariableGrnMaxHidden && 64 <= kt::kVariableGrnMaxPrescale);
+static_assert(kTftMaxHidden <= kt::kVariableGrnMaxHidden &&
+              kTftMaxPrescale <= kt::kVariableGrnMaxPrescale);
 const kernels::Activation kElu{kernels::ActivationKind::Elu};
 
 ModelShape with_quantiles(const ModelShape& shape, const TftConfig& config) {
@@ -254,6 +255,13 @@ void TftModel::grn_backward(const StreamContext& c, Grn& g, std::size_t batch, c
     kt::launch_add_into(d_a, dresid, rows * g.out, GradMode::Accumulate, s);
 }
 
+// The per-variable GRN parameters in the slab, as the fused kernels take them.
+kernels::tft::VgrnWeights TftModel::variable_grn_weights() const {
+  const auto p = [&](const char* name) { return slab_.param(std::string("vsn_var.") + name); };
+  return {p("fc1.weight"), p("fc1.bias"),  p("fc2.weight"),  p("fc2.bias"),
+          p("glu.weight"), p("glu.bias"),  p("skip.weight"), p("skip.bias")};
+}
+
 // The F per-variable GRNs: every GEMM strided-batched over the variables, reading e [N, F, dc]
 // and writing [N, F, width] in place (row stride F * width, batch stride width). With
 // config_.fused_variable_grns, one fused kernel writes xhatv_ alone (its backward recomputes).
@@ -263,9 +271,7 @@ void TftModel::variable_grns_forward(const StreamContext& c, std::size_t batch) 
   const std::size_t dc = config_.prescale;
   const auto p = [&](const char* name) { return slab_.param(std::string("vsn_var.") + name); };
   if (config_.fused_variable_grns) {
-    const kt::VgrnWeights w{p("fc1.weight"), p("fc1.bias"),  p("fc2.weight"),  p("fc2.bias"),
-                            p("glu.weight"), p("glu.bias"),  p("skip.weight"), p("skip.bias")};
-    kt::launch_variable_grn_forward(xhatv_, e_, w, N, F, H, dc, kNormEps, s);
+    kt::launch_variable_grn_forward(xhatv_, e_, variable_grn_weights(), N, F, H, dc, kNormEps, s);
     return;
   }
   gemm_rm(c, false, true, N, H, dc, e_, F * dc, dc, p("fc1.weight"), dc, H * dc, 0.0f, z1v_, F * H,
@@ -294,12 +300,10 @@ void TftModel::variable_grns_backward(const StreamContext& c, std::size_t batch)
   const auto p = [&](const char* name) { return slab_.param(std::string("vsn_var.") + name); };
   const auto g = [&](const char* name) { return slab_.grad(std::string("vsn_var.") + name); };
   if (config_.fused_variable_grns) {
-    const kt::VgrnWeights w{p("fc1.weight"), p("fc1.bias"),  p("fc2.weight"),  p("fc2.bias"),
-                            p("glu.weight"), p("glu.bias"),  p("skip.weight"), p("skip.bias")};
     const kt::VgrnGrads gw{g("fc1.weight"), g("fc1.bias"),  g("fc2.weight"),  g("fc2.bias"),
                            g("glu.weight"), g("glu.bias"),  g("skip.weight"), g("skip.bias")};
     kt::launch_variable_grn_backward(de_, gw, vgrn_partials_, vgrn_partials_floats_, dxhatv_, e_,
-                                     w, N, F, H, dc, kNormEps, s);
+                                     variable_grn_weights(), N, F, H, dc, kNormEps, s);
     return;
   }
   float* drv = dxhatv_;  // in place

@@ -38,6 +38,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/models/tft/tft_variable_grn.h"
 #include "lib/core/scratch_arena.h"
 #include "lib/models/supervised_model.h"
 #include "lib/models/tft/tft_config.h"
@@ -92,6 +93,7 @@ class TftModel final : public SupervisedModel {
                             const float* dy, float* d_in, bool accumulate_in);
   void grn_backward(const StreamContext& c, Grn& g, std::size_t batch, const float* a,
                     const float* dy, float* d_a, bool accumulate_a);
+  kernels::tft::VgrnWeights variable_grn_weights() const;
   void variable_grns_forward(const StreamContext& c, std::size_t batch);
   void variable_grns_backward(const StreamContext& c, std::size_t batch);
 

@@ -30,6 +30,7 @@
 #include "kernels/core/error.h"
 #include "kernels/models/diffusion/diffusion_fused_block.cuh"
 #include "lib/models/diffusion/diffusion_config.h"
+#include "tests/models/support/agreement.h"
 #include "tests/support/host_grid.h"
 
 namespace {
@@ -148,23 +149,10 @@ std::vector<double> reference_block(int rows, int D, const Inputs& in, RefVarian
   return out;
 }
 
-struct Agreement {
-  double max_abs = 0.0, share = 0.0;
-  std::size_t worst = 0;
-};
+using resident::test::Agreement;
 
 Agreement agreement(const std::vector<float>& got, const std::vector<double>& want) {
-  Agreement a;
-  for (std::size_t i = 0; i < want.size(); ++i) {
-    const double err = std::isfinite(got[i]) ? std::fabs(got[i] - want[i]) : INFINITY;
-    const double share = err / (kAtol + kRtol * std::fabs(want[i]));
-    a.max_abs = std::max(a.max_abs, err);
-    if (!(share <= a.share)) {
-      a.share = share;
-      a.worst = i;
-    }
-  }
-  return a;
+  return resident::test::agreement(got, want, kRtol, kAtol);
 }
 
 void check_case(int rows, int D, std::uint64_t seed) {

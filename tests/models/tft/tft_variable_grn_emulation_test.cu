@@ -29,6 +29,7 @@
 #include "kernels/core/error.h"
 #include "kernels/models/tft/tft_variable_grn.cuh"
 #include "lib/models/tft/tft_config.h"
+#include "tests/models/support/agreement.h"
 #include "tests/support/host_grid.h"
 
 namespace {
@@ -262,26 +263,14 @@ Reference run_reference(const Dims& d, const Inputs& in, bool swap_glu = false) 
 
 // ----- comparison
 
-struct Agreement {
-  double max_abs = 0.0, share = 0.0;
-  std::size_t worst = 0;
-};
+using resident::test::Agreement;
 
 // got[i] - base[i] (base may be empty: 0) against want[i].
 Agreement agreement(const std::vector<float>& got, const std::vector<float>& base,
                     const std::vector<double>& want) {
-  Agreement a;
-  for (std::size_t i = 0; i < want.size(); ++i) {
-    const double g = static_cast<double>(got[i]) - (base.empty() ? 0.0 : base[i]);
-    const double err = std::isfinite(g) ? std::fabs(g - want[i]) : INFINITY;
-    const double share = err / (kAtol + kRtol * std::fabs(want[i]));
-    a.max_abs = std::max(a.max_abs, err);
-    if (!(share <= a.share)) {
-      a.share = share;
-      a.worst = i;
-    }
-  }
-  return a;
+  std::vector<double> added(got.begin(), got.end());
+  for (std::size_t i = 0; i < base.size(); ++i) added[i] -= base[i];
+  return resident::test::agreement(added, want, kRtol, kAtol);
 }
 
 void expect_agrees(const std::string& what, const std::vector<float>& got,
